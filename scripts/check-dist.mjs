@@ -1,0 +1,51 @@
+#!/usr/bin/env node
+// Loads every built package the way users do — `require` and `import` — and
+// checks that both formats expose the same API and actually work.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+
+const packages = {
+  '@floodgate/core': ['createLimiter', 'MemoryStore', 'RedisStore', 'FloodgateError', 'createKeyBy', 'createRateLimitFlow', 'step'],
+  '@floodgate/express': ['rateLimit', 'createLimiter', 'FloodgateError'],
+  '@floodgate/koa': ['rateLimit', 'createLimiter', 'FloodgateError'],
+  '@floodgate/hono': ['rateLimit', 'createLimiter', 'FloodgateError'],
+  '@floodgate/prometheus': ['instrument'],
+};
+// Packages that must run on every runtime Hono supports: no Node built-in in what they load.
+const runtimeNeutral = ['@floodgate/core', '@floodgate/hono'];
+
+for (const [name, exports] of Object.entries(packages)) {
+  // Resolve from inside the package: it sees itself (self-reference) and its dependencies.
+  const require = createRequire(new URL(`../packages/${name.split('/')[1]}/package.json`, import.meta.url));
+  const resolved = require.resolve(name);
+  const cjs = require(resolved);
+  const esm = await import(resolved.replace(/\.cjs$/, '.js'));
+  for (const key of exports) {
+    assert.equal(typeof cjs[key], 'function', `${name} (CJS) exports ${key}`);
+    assert.equal(typeof esm[key], 'function', `${name} (ESM) exports ${key}`);
+  }
+  assert.deepEqual(Object.keys(cjs).sort(), Object.keys(esm).sort(), `${name}: CJS and ESM export the same names`);
+  console.log(`ok ${name}: CJS and ESM builds load and export ${Object.keys(esm).length} names`);
+  if (runtimeNeutral.includes(name)) {
+    for (const file of [resolved, resolved.replace(/\.cjs$/, '.js')]) {
+      const code = readFileSync(file, 'utf8');
+      const nodeImport = /(?:from\s*|require\()\s*["'](node:[^"']+|fs|path|crypto|net|http|os|events|child_process)["']/.exec(code);
+      assert.equal(nodeImport, null, `${file} imports the Node built-in ${nodeImport?.[1]}`);
+    }
+    console.log(`ok ${name}: no Node built-in imported (runs on Bun, Deno, Workers)`);
+  }
+}
+
+const require = createRequire(new URL('../packages/express/package.json', import.meta.url));
+
+const { createLimiter } = require('@floodgate/core');
+const limiter = createLimiter({ limit: 1, windowMs: 1000 });
+assert.equal((await limiter.consume('k')).allowed, true);
+assert.equal((await limiter.consume('k')).allowed, false);
+console.log('ok the CJS build decides');
+
+const express = require('@floodgate/express');
+assert.equal(typeof express.keyBy.ip, 'function');
+assert.equal(typeof express.rateLimit({ limit: 1, windowMs: 1000, key: express.keyBy.header('x-user-id') }), 'function');
+console.log('ok the CJS Express adapter builds a middleware');

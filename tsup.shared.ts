@@ -1,0 +1,14 @@
+import { defineConfig } from 'tsup';
+
+/** Every published package builds the same way: ESM + CJS with type declarations, for Node 20+. */
+export function floodgateBuild(platform: 'node' | 'neutral') {
+  return defineConfig({
+    entry: ['src/index.ts'],
+    format: ['esm', 'cjs'],
+    dts: true,
+    sourcemap: true,
+    clean: true,
+    target: 'node20',
+    platform,
+  });
+}
