@@ -1,0 +1,58 @@
+import type { VectorAlgorithm } from './types.js';
+
+/**
+ * Fixed window: time is cut into windows aligned to the epoch
+ * (window = floor(now / windowMs)); a call is admitted while
+ * count + cost <= limit within its window.
+ *
+ * State: [windowStart, count].
+ */
+export const fixedWindow: VectorAlgorithm = {
+  name: 'fixed-window',
+  stateSize: () => 2,
+
+  decide(rule, state, base, now, cost, out, next) {
+    const limit = rule.limit;
+    let start = now - (now % rule.windowMs);
+    let count = 0;
+    if (state !== null) {
+      const storedStart = state[base] as number;
+      // A stored window later than ours means the clock went back: keep the later window.
+      if (storedStart >= start) {
+        start = storedStart;
+        count = state[base + 1] as number;
+      }
+    }
+    const msToEnd = start + rule.windowMs - now;
+    const after = count + cost;
+    out.remainingNow = count < limit ? limit - count : 0;
+    out.resetMsNow = count > 0 ? msToEnd : 0;
+    out.delayMs = 0;
+    if (after <= limit) {
+      out.allowed = true;
+      out.retryAfterMs = 0;
+      out.remaining = limit - after;
+      out.resetMs = msToEnd;
+      out.ttlMs = msToEnd;
+      next[0] = start;
+      next[1] = after;
+    } else {
+      out.allowed = false;
+      out.retryAfterMs = cost > limit ? Number.POSITIVE_INFINITY : msToEnd;
+      out.remaining = out.remainingNow;
+      out.resetMs = out.resetMsNow;
+      out.ttlMs = 0;
+    }
+  },
+
+  refund(rule, state, base, now, cost, next) {
+    const start = state[base] as number;
+    const msToEnd = start + rule.windowMs - now;
+    if (msToEnd <= 0) return 0; // that window is over: nothing to give back
+    const count = Math.max(0, (state[base + 1] as number) - cost);
+    if (count === 0) return 0;
+    next[0] = start;
+    next[1] = count;
+    return msToEnd;
+  },
+};

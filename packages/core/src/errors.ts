@@ -1,0 +1,84 @@
+/**
+ * Every error code Floodgate throws or passes to a framework's error path.
+ * Codes are stable public API: match on `error.code`, never on the message.
+ */
+export const ErrorCodes = {
+  /** An option has the wrong type or an impossible value. */
+  OPTION: 'ERR_FG_OPTION',
+  /** An option name Floodgate does not know (often a name from another library). */
+  UNKNOWN_OPTION: 'ERR_FG_UNKNOWN_OPTION',
+  /** `limit` is not a positive integer. */
+  LIMIT: 'ERR_FG_LIMIT',
+  /** `windowMs` is not a positive integer number of milliseconds. */
+  WINDOW: 'ERR_FG_WINDOW',
+  /** `algorithm` is not one of the six algorithms. */
+  ALGORITHM: 'ERR_FG_ALGORITHM',
+  /** `burst` is not an integer >= 1, or is given to an algorithm without a burst. */
+  BURST: 'ERR_FG_BURST',
+  /** `segments` is not a positive integer that divides `windowMs`. */
+  SEGMENTS: 'ERR_FG_SEGMENTS',
+  /** `mode` is not 'police' or 'shape', or is given to an algorithm other than leaky-bucket. */
+  MODE: 'ERR_FG_MODE',
+  /** `rules` is empty, mixed with the shorthand, or holds a rule without a usable name. */
+  RULES: 'ERR_FG_RULES',
+  /** Two rules of one limiter share a name. */
+  DUPLICATE_RULE: 'ERR_FG_DUPLICATE_RULE',
+  /** The numbers of a rule are too large to be computed exactly. */
+  RULE_TOO_LARGE: 'ERR_FG_RULE_TOO_LARGE',
+  /** The key function returned something other than a non-empty string. */
+  KEY: 'ERR_FG_KEY',
+  /** The cost is not a positive integer. */
+  COST: 'ERR_FG_COST',
+  /** The store did not answer within `timeoutMs`. */
+  STORE_TIMEOUT: 'ERR_FG_STORE_TIMEOUT',
+  /** The store was not asked: its client is not connected, or it failed so often that calls pause for a moment. */
+  STORE_UNAVAILABLE: 'ERR_FG_STORE_UNAVAILABLE',
+  /** The store answered with something Floodgate cannot read. */
+  STORE_REPLY: 'ERR_FG_STORE_REPLY',
+} as const;
+
+export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
+
+/**
+ * The one error type of Floodgate. `code` is stable (`ERR_FG_*`); the message
+ * says what to change.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   createLimiter({ limit: 0, windowMs: 1000 });
+ * } catch (error) {
+ *   if (error instanceof FloodgateError && error.code === 'ERR_FG_LIMIT') { ... }
+ * }
+ * ```
+ */
+export class FloodgateError extends Error {
+  override readonly name = 'FloodgateError';
+  readonly code: ErrorCode;
+  /** HTTP status an adapter answers with when this error reaches it at request time. */
+  readonly status: number;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; status?: number }) {
+    super(`${message} [${code}]`, { cause: options?.cause });
+    this.code = code;
+    this.status = options?.status ?? 500;
+  }
+}
+
+/** Whether a value is a FloodgateError, also across copies of the package. */
+export function isFloodgateError(value: unknown): value is FloodgateError {
+  if (value instanceof FloodgateError) return true;
+  const code = value instanceof Error ? (value as Error & { code?: unknown }).code : undefined;
+  return value instanceof Error && value.name === 'FloodgateError' && typeof code === 'string' && code.startsWith('ERR_FG_');
+}
+
+/** Renders a value for an error message: short and unambiguous (`'x'`, `NaN`, `[object]`). */
+export function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
+  if (value === null) return 'null';
+  if (value === undefined) return 'undefined';
+  if (typeof value === 'function') return 'a function';
+  if (Array.isArray(value)) return 'an array';
+  return 'an object';
+}

@@ -1,0 +1,406 @@
+import fc from 'fast-check';
+import { describe, expect, it, vi } from 'vitest';
+import type { Decision } from './decision.js';
+import { FloodgateError } from './errors.js';
+import { createLimiter } from './limiter.js';
+import { compileRule, type RuleOptions } from './rules.js';
+import { MemoryStore } from './stores/memory-store.js';
+import type { RuleSet, Store } from './stores/types.js';
+import { algorithmNames, ruleOptions } from './test-support/arbitraries.js';
+import { expectedDecision, referenceLimiter } from './test-support/reference.js';
+
+/** A clock the test moves by hand. */
+function manualClock(start = 1_700_000_000_000) {
+  let now = start;
+  return { now: () => now, advance: (ms: number) => (now += ms), set: (ms: number) => (now = ms) };
+}
+
+const operation = fc.oneof(
+  {
+    weight: 10,
+    arbitrary: fc.record({ op: fc.constant('consume' as const), key: fc.constantFrom('a', 'b'), gap: fc.nat(150), cost: fc.integer({ min: 1, max: 6 }) }),
+  },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('peek' as const), key: fc.constantFrom('a', 'b'), gap: fc.nat(150), cost: fc.constant(1) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({ op: fc.constant('refund' as const), key: fc.constantFrom('a', 'b'), gap: fc.nat(150), cost: fc.integer({ min: 1, max: 4 }) }),
+  },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('reset' as const), key: fc.constantFrom('a', 'b'), gap: fc.nat(150), cost: fc.constant(1) }) },
+);
+
+const ruleList = fc
+  .array(fc.constantFrom(...algorithmNames), { minLength: 1, maxLength: 3 })
+  .chain((names) => fc.tuple(...names.map((algorithm, i) => ruleOptions(algorithm, `rule-${i}`))));
+
+describe('createLimiter on the memory store', () => {
+  it('agrees with the rules composed from the pure algorithms: all-or-nothing, binding rule, peek, refund, reset', async () => {
+    await fc.assert(
+      fc.asyncProperty(ruleList, fc.array(operation, { minLength: 1, maxLength: 50 }), async (rules, operations) => {
+        const clock = manualClock();
+        const limiter = createLimiter({ rules, now: clock.now });
+        const reference = referenceLimiter(rules.map((r, i) => compileRule(r, `rules[${i}]`)));
+        for (const { op, key, gap, cost } of operations) {
+          clock.advance(gap);
+          const now = clock.now();
+          if (op === 'consume') {
+            const { leaseId, ...decision } = await limiter.consume(key, { cost });
+            expect(decision).toEqual(expectedDecision(reference.consume(key, now, cost, leaseId)));
+          } else if (op === 'peek') {
+            expect(await limiter.peek(key)).toEqual(expectedDecision(reference.peek(key, now)));
+          } else if (op === 'refund') {
+            reference.refund(key, now, cost);
+            await limiter.refund(key, { cost });
+          } else {
+            reference.reset(key);
+            await limiter.reset(key);
+          }
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('applies the SMS rules (1/minute, 5/hour, 10/day) and names the rule that bound each denial', async () => {
+    const clock = manualClock(Date.UTC(2026, 0, 1));
+    const limiter = createLimiter({
+      now: clock.now,
+      rules: [
+        { name: 'per-minute', algorithm: 'fixed-window', limit: 1, windowMs: 60_000 },
+        { name: 'per-hour', algorithm: 'fixed-window', limit: 5, windowMs: 3_600_000 },
+        { name: 'per-day', algorithm: 'fixed-window', limit: 10, windowMs: 86_400_000 },
+      ],
+    });
+    const outcomes: string[] = [];
+    for (let minute = 0; minute < 60 * 3; minute++) {
+      const first = await limiter.consume('+15550100');
+      const second = await limiter.consume('+15550100');
+      outcomes.push(`${first.allowed ? 'ok' : first.rule}/${second.allowed ? 'ok' : second.rule}`);
+      clock.advance(60_000);
+    }
+    expect(outcomes.slice(0, 4)).toEqual(Array(4).fill('ok/per-minute'));
+    // The 6th send of the hour breaks both per-minute and per-hour: per-hour binds, it waits longer.
+    expect(outcomes[4]).toBe('ok/per-hour');
+    expect(outcomes[5]).toBe('per-hour/per-hour');
+    expect(outcomes.filter((o) => o.startsWith('ok'))).toHaveLength(10);
+    expect(outcomes[60]).toBe('ok/per-minute'); // a new hour
+    expect(outcomes[120]).toBe('per-day/per-day'); // the 11th send of the day
+    const denied = await limiter.consume('+15550100');
+    expect(denied.rule).toBe('per-day');
+    expect(denied.retryAfterMs).toBe(86_400_000 - 3 * 3_600_000);
+  });
+
+  it('fills in the documented defaults', async () => {
+    const limiter = createLimiter({ limit: 3, windowMs: 1000 });
+    expect(limiter.rules).toEqual([
+      expect.objectContaining({ name: 'default', algorithm: 'sliding-window', limit: 3, windowMs: 1000, segments: 1, mode: 'police' }),
+    ]);
+    const bucket = createLimiter({ algorithm: 'token-bucket', limit: 7, windowMs: 1000 });
+    expect(bucket.rules[0]?.burst).toBe(7);
+    const decision = await limiter.consume('k');
+    expect(decision).toMatchObject({ allowed: true, limit: 3, remaining: 2, retryAfterMs: 0, delayMs: 0, rule: 'default' });
+    expect(decision.storeError).toBeUndefined();
+  });
+
+  it('peek reports the state without consuming', async () => {
+    const clock = manualClock();
+    const limiter = createLimiter({ algorithm: 'fixed-window', limit: 2, windowMs: 1000, now: clock.now });
+    expect(await limiter.peek('k')).toMatchObject({ allowed: true, remaining: 2, resetMs: 0 });
+    await limiter.consume('k');
+    await limiter.consume('k');
+    const peeked = await limiter.peek('k');
+    expect(peeked).toMatchObject({ allowed: false, remaining: 0 });
+    expect(peeked.retryAfterMs).toBe(peeked.resetMs);
+    expect(await limiter.peek('k')).toEqual(peeked);
+  });
+
+  it('denies a cost above the capacity with retryAfterMs = Infinity and takes nothing', async () => {
+    const limiter = createLimiter({ algorithm: 'token-bucket', limit: 5, windowMs: 1000, burst: 8 });
+    const decision = await limiter.consume('k', { cost: 9 });
+    expect(decision).toMatchObject({ allowed: false, retryAfterMs: Number.POSITIVE_INFINITY, remaining: 8 });
+    expect((await limiter.consume('k', { cost: 8 })).allowed).toBe(true);
+  });
+
+  it('rejects a bad key or cost at call time with ERR_FG_KEY / ERR_FG_COST and leaves other keys alone', async () => {
+    const limiter = createLimiter({ limit: 1, windowMs: 1000 });
+    for (const key of ['', undefined, 42, null]) {
+      await expect(limiter.consume(key as string)).rejects.toMatchObject({ name: 'FloodgateError', code: 'ERR_FG_KEY' });
+    }
+    for (const cost of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '2']) {
+      await expect(limiter.consume('k', { cost: cost as number })).rejects.toMatchObject({ code: 'ERR_FG_COST' });
+    }
+    expect((await limiter.peek('k')).remaining).toBe(1);
+  });
+
+  it('stores keys longer than 256 bytes as their SHA-256, keeping distinct keys distinct', async () => {
+    const seen: string[] = [];
+    const memory = new MemoryStore();
+    const recording: Store = {
+      consume: (key, ruleSet: RuleSet, cost, now) => {
+        seen.push(key);
+        return memory.consume(key, ruleSet, cost, now);
+      },
+      peek: (key, ruleSet, now) => memory.peek(key, ruleSet, now),
+      refund: (key, ruleSet, cost, now) => memory.refund(key, ruleSet, cost, now),
+      reset: (key, ruleSet) => memory.reset(key, ruleSet),
+    };
+    const limiter = createLimiter({ limit: 1, windowMs: 60_000, store: recording });
+    const long = 'x'.repeat(300);
+    await limiter.consume(`${long}a`);
+    await limiter.consume(`${long}b`);
+    await limiter.consume('é'.repeat(128)); // 256 bytes: kept
+    await limiter.consume('é'.repeat(129)); // 258 bytes: hashed
+    expect(seen[0]).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(seen[1]).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(seen[0]).not.toBe(seen[1]);
+    expect(seen[2]).toBe('é'.repeat(128));
+    expect(seen[3]).toMatch(/^sha256:/);
+    expect((await limiter.consume(`${long}a`)).allowed).toBe(false);
+  });
+
+  it('takes new rules on the next call and keeps the state of rules whose name and algorithm stay', async () => {
+    const clock = manualClock(0);
+    const limiter = createLimiter({ algorithm: 'fixed-window', limit: 2, windowMs: 10_000, now: clock.now });
+    await limiter.consume('k');
+    await limiter.consume('k');
+    expect((await limiter.consume('k')).allowed).toBe(false);
+    limiter.updateRules([{ name: 'default', algorithm: 'fixed-window', limit: 3, windowMs: 10_000 }]);
+    const next = await limiter.consume('k');
+    expect(next).toMatchObject({ allowed: true, remaining: 0, limit: 3 });
+    expect(() => limiter.updateRules([{ name: 'default', algorithm: 'fixed-window', limit: -1, windowMs: 10_000 }])).toThrow(
+      expect.objectContaining({ code: 'ERR_FG_LIMIT' }),
+    );
+    expect(limiter.rules[0]?.limit).toBe(3);
+    limiter.updateRules({ algorithm: 'gcra', limit: 1, windowMs: 1000 });
+    expect(await limiter.consume('k')).toMatchObject({ allowed: true, rule: 'default' });
+  });
+
+  it('rescales bucket state when a rule changes, never handing out free tokens', async () => {
+    const clock = manualClock(0);
+    const limiter = createLimiter({ algorithm: 'token-bucket', limit: 10, windowMs: 1000, now: clock.now });
+    await limiter.consume('k', { cost: 10 }); // empty
+    limiter.updateRules({ algorithm: 'token-bucket', limit: 3, windowMs: 1000, burst: 10 });
+    expect((await limiter.peek('k')).remaining).toBe(0);
+    clock.advance(1000); // refills 3 tokens under the new rule
+    expect((await limiter.peek('k')).remaining).toBe(3);
+  });
+
+  it('emits allowed and limited events with the decision and the store latency', async () => {
+    const limiter = createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000 });
+    const events: string[] = [];
+    const off = limiter.on('allowed', (e) => events.push(`allowed:${e.key}:${e.rule}:${e.decision.remaining}:${e.latencyMs >= 0}`));
+    limiter.on('limited', (e) => events.push(`limited:${e.key}:${e.decision.retryAfterMs > 0}`));
+    await limiter.consume('k');
+    await limiter.consume('k');
+    off();
+    await limiter.reset('k');
+    await limiter.consume('k');
+    expect(events).toEqual(['allowed:k:default:0:true', 'limited:k:true']);
+  });
+});
+
+/** A store that fails the way a dead network store does: every call rejects (or never answers). */
+function brokenStore(mode: 'reject' | 'hang'): Store {
+  const fail = () => (mode === 'reject' ? Promise.reject(new Error('connection refused')) : new Promise<never>(() => {}));
+  return { consume: fail, peek: fail, refund: fail, reset: fail };
+}
+
+describe('when the store fails', () => {
+  it("allows with storeError set under onStoreError: 'allow' (the default), and emits 'error'", async () => {
+    const limiter = createLimiter({ limit: 1, windowMs: 1000, store: brokenStore('reject') });
+    const errors: string[] = [];
+    limiter.on('error', (e) => errors.push(`${e.key}:${e.error.message}:${e.decision?.allowed}`));
+    const decision = await limiter.consume('k');
+    expect(decision.allowed).toBe(true);
+    expect(decision.storeError?.message).toBe('connection refused');
+    expect(errors).toEqual(['k:connection refused:true']);
+  });
+
+  it("denies under onStoreError: 'deny'", async () => {
+    const limiter = createLimiter({ limit: 1, windowMs: 1000, store: brokenStore('reject'), onStoreError: 'deny' });
+    limiter.on('error', () => {});
+    const decision = await limiter.consume('k');
+    expect(decision).toMatchObject({ allowed: false, retryAfterMs: 1000 });
+    expect(decision.storeError).toBeInstanceOf(Error);
+  });
+
+  it('lets an insurance limiter decide', async () => {
+    const insurance = createLimiter({ algorithm: 'fixed-window', limit: 2, windowMs: 60_000 });
+    const limiter = createLimiter({ limit: 100, windowMs: 1000, store: brokenStore('reject'), onStoreError: insurance });
+    limiter.on('error', () => {});
+    const results: boolean[] = [];
+    for (let i = 0; i < 3; i++) results.push((await limiter.consume('k')).allowed);
+    expect(results).toEqual([true, true, false]);
+    expect((await limiter.consume('k')).storeError?.message).toBe('connection refused');
+  });
+
+  it('answers within timeoutMs when the store never answers', async () => {
+    const limiter = createLimiter({ limit: 1, windowMs: 1000, store: brokenStore('hang'), timeoutMs: 50 });
+    limiter.on('error', () => {});
+    const started = performance.now();
+    const decision = await limiter.consume('k');
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(decision.allowed).toBe(true);
+    expect(decision.storeError).toMatchObject({ code: 'ERR_FG_STORE_TIMEOUT' });
+  });
+
+  it('does not reject a refund, and logs at most one warning per 10 s when nobody listens', async () => {
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    try {
+      const limiter = createLimiter({ limit: 1, windowMs: 1000, store: brokenStore('reject') });
+      await expect(limiter.refund('k')).resolves.toBeUndefined();
+      for (let i = 0; i < 20; i++) await limiter.consume('k');
+      expect(warn).toHaveBeenCalledTimes(1);
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
+  it('stops calling a failing store for a second after 5 failures in a row, then probes and recovers', async () => {
+    let healthy = false;
+    let calls = 0;
+    const memory = new MemoryStore();
+    const flaky: Store = {
+      consume: (...args) => {
+        calls++;
+        return healthy ? memory.consume(...args) : Promise.reject(new Error('connection refused'));
+      },
+      peek: (...args) => memory.peek(...args),
+      refund: (...args) => memory.refund(...args),
+      reset: (...args) => memory.reset(...args),
+    };
+    const limiter = createLimiter({ algorithm: 'fixed-window', limit: 100, windowMs: 60_000, store: flaky });
+    const codes: string[] = [];
+    limiter.on('error', (e) => codes.push((e.error as FloodgateError).code ?? e.error.message));
+    for (let i = 0; i < 20; i++) expect((await limiter.consume('k')).allowed).toBe(true); // 'allow' policy
+    expect(calls).toBe(5);
+    expect(codes.slice(4, 6)).toEqual(['connection refused', 'ERR_FG_STORE_UNAVAILABLE']);
+    healthy = true;
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    const probe = await limiter.consume('k');
+    expect(probe.storeError).toBeUndefined();
+    expect(probe.remaining).toBe(99);
+    expect((await limiter.consume('k')).remaining).toBe(98);
+    expect(calls).toBe(7);
+  });
+
+  it('passes key and cost errors through instead of treating them as store errors', async () => {
+    const limiter = createLimiter({ limit: 1, windowMs: 1000, store: brokenStore('reject'), onStoreError: 'deny' });
+    await expect(limiter.consume('')).rejects.toBeInstanceOf(FloodgateError);
+  });
+});
+
+describe('option validation', () => {
+  const cases: [string, unknown, string][] = [
+    ['limit 0', { limit: 0, windowMs: 1000 }, 'ERR_FG_LIMIT'],
+    ['limit 1.5', { limit: 1.5, windowMs: 1000 }, 'ERR_FG_LIMIT'],
+    ['limit as a string', { limit: '10', windowMs: 1000 }, 'ERR_FG_LIMIT'],
+    ['windowMs Infinity', { limit: 1, windowMs: Number.POSITIVE_INFINITY }, 'ERR_FG_WINDOW'],
+    ['windowMs NaN', { limit: 1, windowMs: Number.NaN }, 'ERR_FG_WINDOW'],
+    ['windowMs missing', { limit: 1 }, 'ERR_FG_WINDOW'],
+    ['unknown algorithm', { limit: 1, windowMs: 1000, algorithm: 'token-buckets' }, 'ERR_FG_ALGORITHM'],
+    ['burst 0', { limit: 1, windowMs: 1000, algorithm: 'gcra', burst: 0 }, 'ERR_FG_BURST'],
+    ['burst on fixed-window', { limit: 1, windowMs: 1000, algorithm: 'fixed-window', burst: 2 }, 'ERR_FG_BURST'],
+    ['segments not dividing windowMs', { limit: 1, windowMs: 1000, segments: 3 }, 'ERR_FG_SEGMENTS'],
+    ['segments on gcra', { limit: 1, windowMs: 1000, algorithm: 'gcra', segments: 2 }, 'ERR_FG_SEGMENTS'],
+    ['mode on gcra', { limit: 1, windowMs: 1000, algorithm: 'gcra', mode: 'shape' }, 'ERR_FG_MODE'],
+    ['bad mode', { limit: 1, windowMs: 1000, algorithm: 'leaky-bucket', mode: 'queue' }, 'ERR_FG_MODE'],
+    ['no rule', {}, 'ERR_FG_RULES'],
+    ['empty rules', { rules: [] }, 'ERR_FG_RULES'],
+    ['rules and shorthand', { limit: 1, windowMs: 1, rules: [{ limit: 1, windowMs: 1 }] }, 'ERR_FG_RULES'],
+    [
+      'unnamed rule among several',
+      {
+        rules: [
+          { limit: 1, windowMs: 1 },
+          { limit: 2, windowMs: 2 },
+        ],
+      },
+      'ERR_FG_RULES',
+    ],
+    ['rule name with a colon', { rules: [{ name: 'a:b', limit: 1, windowMs: 1 }] }, 'ERR_FG_RULES'],
+    [
+      'duplicate names',
+      {
+        rules: [
+          { name: 'a', limit: 1, windowMs: 1 },
+          { name: 'a', limit: 2, windowMs: 2 },
+        ],
+      },
+      'ERR_FG_DUPLICATE_RULE',
+    ],
+    ['huge rule', { algorithm: 'gcra', limit: 1, windowMs: 2 ** 40, burst: 2 ** 20 }, 'ERR_FG_RULE_TOO_LARGE'],
+    ['max (express-rate-limit)', { max: 5, windowMs: 1000 }, 'ERR_FG_UNKNOWN_OPTION'],
+    ['unknown field in a rule', { rules: [{ limit: 1, windowMs: 1, window: 2 }] }, 'ERR_FG_UNKNOWN_OPTION'],
+    ['store without methods', { limit: 1, windowMs: 1, store: {} }, 'ERR_FG_OPTION'],
+    ['negative timeout', { limit: 1, windowMs: 1, timeoutMs: -5 }, 'ERR_FG_OPTION'],
+    ['bad onStoreError', { limit: 1, windowMs: 1, onStoreError: 'ignore' }, 'ERR_FG_OPTION'],
+    ['clock not a function', { limit: 1, windowMs: 1, now: 5 }, 'ERR_FG_OPTION'],
+    ['prefix not a string', { limit: 1, windowMs: 1, prefix: 7 }, 'ERR_FG_OPTION'],
+    ['adapter option', { limit: 1, windowMs: 1, key: () => 'k' }, 'ERR_FG_UNKNOWN_OPTION'],
+    ['options not an object', 'fast', 'ERR_FG_OPTION'],
+  ];
+
+  it.each(cases)('%s throws a FloodgateError with its code and a message that says what to change', (_, options, code) => {
+    let thrown: unknown;
+    try {
+      createLimiter(options as never);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(FloodgateError);
+    expect(thrown).toMatchObject({ code });
+    expect((thrown as Error).message).toMatch(/must|needs|has|is too large|got|only applies|no option/);
+  });
+
+  it('explains names from other libraries', () => {
+    expect(() => createLimiter({ max: 5, windowMs: 1000 } as never)).toThrow(/Floodgate calls it 'limit'/);
+    expect(() => createLimiter({ limit: 5, windowMs: 1000, keyGenerator: () => 'k' } as never)).toThrow(/'key'/);
+  });
+
+  it('fuzzed option objects either build a limiter or throw a FloodgateError, never another error', () => {
+    const anything = fc.oneof(
+      fc.integer({ min: -3, max: 100_000 }),
+      fc.double(),
+      fc.string({ maxLength: 12 }),
+      fc.constantFrom(undefined, null, true, [], {}, 'sliding-window', 'gcra', 'shape', 'allow', 'deny', 0, 1, 2 ** 60),
+    );
+    const ruleLike = fc.record(
+      { name: anything, algorithm: anything, limit: anything, windowMs: anything, burst: anything, segments: anything, mode: anything, extra: anything },
+      { requiredKeys: [] },
+    );
+    const optionsLike = fc.oneof(
+      ruleLike,
+      fc.record(
+        { rules: fc.oneof(fc.array(ruleLike, { maxLength: 3 }), anything), timeoutMs: anything, prefix: anything, onStoreError: anything },
+        { requiredKeys: [] },
+      ),
+      anything,
+    );
+    fc.assert(
+      fc.property(optionsLike, (options) => {
+        try {
+          const limiter = createLimiter(options as never);
+          for (const rule of limiter.rules) {
+            expect(Number.isSafeInteger(rule.limit) && rule.limit > 0).toBe(true);
+            expect(Number.isSafeInteger(rule.windowMs) && rule.windowMs > 0).toBe(true);
+          }
+        } catch (error) {
+          expect(error).toBeInstanceOf(FloodgateError);
+          expect((error as FloodgateError).code).toMatch(/^ERR_FG_/);
+        }
+      }),
+      { numRuns: 2000 },
+    );
+  });
+});
+
+it('decisions are plain data that survive JSON', async () => {
+  const limiter = createLimiter({ limit: 1, windowMs: 1000 });
+  const decision: Decision = await limiter.consume('k');
+  expect(JSON.parse(JSON.stringify(decision))).toEqual(decision);
+});
+
+it('compileRule describes rules by their options', () => {
+  const options: RuleOptions = { algorithm: 'sliding-window', limit: 10, windowMs: 60_000, segments: 6 };
+  expect(compileRule(options, 'rule', 'default')).toMatchObject({ segmentMs: 10_000, capacity: 10 });
+});

@@ -1,0 +1,182 @@
+import { describe, ErrorCodes, FloodgateError } from './errors.js';
+import { type CompiledRule, compileRule, compileRules, type RuleOptions } from './rules.js';
+import { MemoryStore } from './stores/memory-store.js';
+import type { Store } from './stores/types.js';
+
+/** Something that decides like a limiter: what `onStoreError` accepts as insurance. */
+export interface InsuranceLimiter {
+  consume(key: string, options?: { cost?: number }): Promise<import('./decision.js').Decision>;
+}
+
+/** What to do when the store fails or does not answer within `timeoutMs`. */
+export type StoreErrorPolicy = 'allow' | 'deny' | InsuranceLimiter;
+
+/** Options of `createLimiter`: one rule in shorthand, or `rules`. */
+export interface LimiterOptions extends Partial<RuleOptions> {
+  /** Several rules, all of which must admit a call (AND). Not together with the shorthand fields. */
+  rules?: readonly RuleOptions[];
+  /** Where state lives. @defaultValue `new MemoryStore()` */
+  store?: Store;
+  /** Key namespace, so limiters can share a store. @defaultValue `'fg:'` */
+  prefix?: string;
+  /** A store call slower than this counts as a store error. @defaultValue 200 */
+  timeoutMs?: number;
+  /** `'allow'` (fail open), `'deny'` (fail closed), or a limiter that decides instead. @defaultValue `'allow'` */
+  onStoreError?: StoreErrorPolicy;
+  /** The limiter's clock in ms. @defaultValue `Date.now` */
+  now?: () => number;
+  /**
+   * Remember denials in this process: once a call is denied until T, the
+   * same call (key and cost) is denied here until T without a store round
+   * trip. Protects a shared store from a flood of one key. `true` keeps up
+   * to 10 000 keys. @defaultValue false
+   */
+  localDenyCache?: boolean | { maxKeys?: number };
+}
+
+/** LimiterOptions with every default filled in and every value checked. */
+export interface LimiterConfiguration {
+  rules: readonly CompiledRule[];
+  store: Store;
+  prefix: string;
+  timeoutMs: number;
+  onStoreError: StoreErrorPolicy;
+  now: () => number;
+  /** Most keys the local deny cache holds; 0 when it is off. */
+  localDenyCacheKeys: number;
+}
+
+const shorthandKeys = ['name', 'algorithm', 'limit', 'windowMs', 'burst', 'segments', 'mode'] as const;
+/** Every option createLimiter takes. */
+export const limiterOptionNames: ReadonlySet<string> = new Set([
+  ...shorthandKeys,
+  'rules',
+  'store',
+  'prefix',
+  'timeoutMs',
+  'onStoreError',
+  'now',
+  'localDenyCache',
+]);
+/** The options adapters' rateLimit() takes on top of the limiter's. */
+export const adapterOptionNames: ReadonlySet<string> = new Set([
+  'limiter',
+  'key',
+  'cost',
+  'skip',
+  'statusCode',
+  'message',
+  'handler',
+  'headers',
+  'skipSuccessfulRequests',
+  'skipFailedRequests',
+  'shadow',
+  'allowList',
+  'denyList',
+]);
+
+/** Names users bring from other rate limiters, and what Floodgate calls them. */
+const knownAliases: Record<string, string> = {
+  max: "Floodgate calls it 'limit'",
+  points: "Floodgate calls it 'limit'",
+  duration: "Floodgate takes 'windowMs' (milliseconds, not seconds)",
+  window: "Floodgate takes 'windowMs' (milliseconds)",
+  keyGenerator: "Floodgate calls it 'key' (an adapter option)",
+  keyPrefix: "Floodgate calls it 'prefix'",
+  standardHeaders: "use headers: 'draft-8' or 'both' (an adapter option)",
+  legacyHeaders: "use headers: 'legacy' or false (an adapter option)",
+  passOnStoreError: "use onStoreError: 'allow'",
+  insuranceLimiter: 'pass the insurance limiter as onStoreError',
+  storeClient: 'use store: new RedisStore({ client })',
+  execEvenly: "use algorithm: 'leaky-bucket' with mode: 'shape'",
+  limiter: "to share a limiter pass it to the adapter's rateLimit({ limiter }); createLimiter takes rules",
+  timeout: "Floodgate calls it 'timeoutMs'",
+};
+
+/** Throws ERR_FG_UNKNOWN_OPTION for a key outside `allowed`, with a hint where one helps. */
+export function rejectUnknownKeys(options: object, allowed: ReadonlySet<string>, where: string, elsewhere?: ReadonlySet<string>, elsewhereHint?: string): void {
+  for (const key of Object.keys(options)) {
+    if (allowed.has(key)) continue;
+    const hint = knownAliases[key] ?? (elsewhere?.has(key) ? elsewhereHint : undefined);
+    throw new FloodgateError(
+      ErrorCodes.UNKNOWN_OPTION,
+      `${where} has no option '${key}'${hint ? `: ${hint}` : ''}. Known options: ${[...allowed].join(', ')}.`,
+    );
+  }
+}
+
+export function isStore(value: unknown): value is Store {
+  if (typeof value !== 'object' || value === null) return false;
+  const store = value as Record<string, unknown>;
+  return ['consume', 'peek', 'refund', 'reset'].every((method) => typeof store[method] === 'function');
+}
+
+/** Validates the rules a limiter is created or updated with (shorthand or `rules`). */
+export function parseRules(options: Partial<RuleOptions> & { rules?: unknown }, where: string): readonly CompiledRule[] {
+  const shorthand = shorthandKeys.filter((key) => options[key] !== undefined);
+  if (options.rules !== undefined) {
+    if (shorthand.length > 0) {
+      throw new FloodgateError(
+        ErrorCodes.RULES,
+        `${where} has both 'rules' and ${shorthand.map((k) => `'${k}'`).join(', ')}; give either one rule in shorthand or a list of rules.`,
+      );
+    }
+    return compileRules(options.rules);
+  }
+  if (shorthand.length === 0) {
+    throw new FloodgateError(ErrorCodes.RULES, `${where} needs a rule: { limit: 100, windowMs: 60_000 } or rules: [...].`);
+  }
+  const rule: Record<string, unknown> = {};
+  for (const key of shorthand) rule[key] = options[key];
+  return Object.freeze([compileRule(rule, where === 'createLimiter()' ? 'rule' : `${where} rule`, 'default')]);
+}
+
+/** Turns user options into a configuration once, at construction. */
+export function parseLimiterOptions(options: LimiterOptions): LimiterConfiguration {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new FloodgateError(ErrorCodes.OPTION, `createLimiter() takes an options object like { limit: 100, windowMs: 60_000 }, got ${describe(options)}.`);
+  }
+  rejectUnknownKeys(options, limiterOptionNames, 'createLimiter()', adapterOptionNames, 'it is an adapter option; pass it to rateLimit()');
+
+  const rules = parseRules(options, 'createLimiter()');
+
+  const store = options.store ?? new MemoryStore();
+  if (!isStore(store)) {
+    throw new FloodgateError(ErrorCodes.OPTION, `store must be a Store (an object with consume, peek, refund and reset), got ${describe(options.store)}.`);
+  }
+
+  const prefix = options.prefix ?? 'fg:';
+  if (typeof prefix !== 'string' || prefix.length > 64) {
+    throw new FloodgateError(ErrorCodes.OPTION, `prefix must be a string of at most 64 characters, got ${describe(options.prefix)}.`);
+  }
+
+  const timeoutMs = options.timeoutMs ?? 200;
+  if (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || !Number.isFinite(timeoutMs)) {
+    throw new FloodgateError(ErrorCodes.OPTION, `timeoutMs must be a positive number of milliseconds, got ${describe(options.timeoutMs)}.`);
+  }
+
+  const onStoreError = options.onStoreError ?? 'allow';
+  if (
+    onStoreError !== 'allow' &&
+    onStoreError !== 'deny' &&
+    (typeof onStoreError !== 'object' || onStoreError === null || typeof (onStoreError as InsuranceLimiter).consume !== 'function')
+  ) {
+    throw new FloodgateError(ErrorCodes.OPTION, `onStoreError must be 'allow', 'deny' or a limiter, got ${describe(options.onStoreError)}.`);
+  }
+
+  const now = options.now ?? Date.now;
+  if (typeof now !== 'function') {
+    throw new FloodgateError(ErrorCodes.OPTION, `now must be a function returning the time in ms, got ${describe(options.now)}.`);
+  }
+
+  const cache = options.localDenyCache ?? false;
+  const cacheKeys = cache === false ? 0 : cache === true ? 10_000 : typeof cache === 'object' && cache !== null ? (cache.maxKeys ?? 10_000) : Number.NaN;
+  if (!Number.isSafeInteger(cacheKeys) || cacheKeys < 0 || (cache !== false && cacheKeys === 0)) {
+    throw new FloodgateError(
+      ErrorCodes.OPTION,
+      `localDenyCache must be true, false or { maxKeys: <positive integer> }, got ${describe(options.localDenyCache)}.`,
+    );
+  }
+
+  return { rules, store, prefix, timeoutMs, onStoreError, now, localDenyCacheKeys: cacheKeys };
+}

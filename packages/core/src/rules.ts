@@ -1,0 +1,183 @@
+import { describe, ErrorCodes, FloodgateError } from './errors.js';
+
+/** The six rate algorithms, and `concurrency` (requests in flight). See the package README for when to choose which. */
+export const algorithms = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'leaky-bucket', 'gcra', 'concurrency'] as const;
+
+export type AlgorithmName = (typeof algorithms)[number];
+
+/** A rule as the user writes it. */
+export interface RuleOptions {
+  /**
+   * Names the rule in decisions, headers and store keys. Required when a
+   * limiter has several rules; the shorthand rule is called `'default'`.
+   * Letters, digits, `_`, `-` and `.`, at most 64 characters.
+   */
+  name?: string;
+  /** @defaultValue `'sliding-window'` */
+  algorithm?: AlgorithmName;
+  /** Units admitted per window (for buckets: units refilled/drained per window; for concurrency: units in flight at once). Positive integer. */
+  limit: number;
+  /** Window length in milliseconds (for concurrency: how long a lease lives unless released). Positive integer. */
+  windowMs: number;
+  /** token-bucket, leaky-bucket and gcra: capacity, the largest burst admitted at once. @defaultValue `limit` */
+  burst?: number;
+  /** sliding-window: number of segments the window is split into; must divide `windowMs`. @defaultValue 1 */
+  segments?: number;
+  /** leaky-bucket: `'police'` rejects what overflows; `'shape'` delays calls to a constant rate. @defaultValue `'police'` */
+  mode?: 'police' | 'shape';
+}
+
+/**
+ * A validated rule with every default filled in and the constants the
+ * algorithms need precomputed once.
+ */
+export interface CompiledRule {
+  readonly name: string;
+  readonly algorithm: AlgorithmName;
+  readonly limit: number;
+  readonly windowMs: number;
+  readonly burst: number;
+  readonly segments: number;
+  readonly mode: 'police' | 'shape';
+  /** Largest cost a single call can ever be admitted with. */
+  readonly capacity: number;
+  /** Buckets: one token is this many internal units. */
+  readonly unitsPerToken: number;
+  /** Buckets: internal units drained (leaky, gcra) or refilled (token) per millisecond. */
+  readonly unitsPerMs: number;
+  /** sliding-window: length of one segment in ms. */
+  readonly segmentMs: number;
+}
+
+const ruleKeys = new Set(['name', 'algorithm', 'limit', 'windowMs', 'burst', 'segments', 'mode']);
+const namePattern = /^[A-Za-z0-9_.-]{1,64}$/;
+const bucketAlgorithms: ReadonlySet<string> = new Set(['token-bucket', 'leaky-bucket', 'gcra']);
+/** Internal arithmetic stays below this so that doubles (JS and Redis Lua) compute it exactly. */
+const exactLimit = 2 ** 50;
+
+function gcd(a: number, b: number): number {
+  while (b !== 0) [a, b] = [b, a % b];
+  return a;
+}
+
+function isPositiveInteger(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
+}
+
+/** Validates one rule and fills in its defaults. `where` names it in error messages. */
+export function compileRule(options: unknown, where: string, defaultName?: string): CompiledRule {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new FloodgateError(ErrorCodes.RULES, `${where} must be an object like { limit: 100, windowMs: 60_000 }, got ${describe(options)}.`);
+  }
+  const rule = options as Record<string, unknown>;
+  for (const key of Object.keys(rule)) {
+    if (!ruleKeys.has(key)) {
+      throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `${where} has an unknown field '${key}'; a rule takes ${[...ruleKeys].join(', ')}.`);
+    }
+  }
+
+  const name = rule.name ?? defaultName;
+  if (typeof name !== 'string' || !namePattern.test(name)) {
+    throw new FloodgateError(
+      ErrorCodes.RULES,
+      name === undefined
+        ? `${where} needs a name: several rules share one key, and the name keeps their state apart (e.g. name: 'per-minute').`
+        : `${where}.name must be 1 to 64 letters, digits, '_', '-' or '.', got ${describe(name)}.`,
+    );
+  }
+
+  const algorithm = rule.algorithm ?? 'sliding-window';
+  if (typeof algorithm !== 'string' || !(algorithms as readonly string[]).includes(algorithm)) {
+    throw new FloodgateError(
+      ErrorCodes.ALGORITHM,
+      `${where}.algorithm must be one of ${algorithms.map((a) => `'${a}'`).join(', ')}, got ${describe(algorithm)}.`,
+    );
+  }
+
+  const limit = rule.limit;
+  if (!isPositiveInteger(limit)) {
+    throw new FloodgateError(ErrorCodes.LIMIT, `${where}.limit must be a positive integer (units per window), got ${describe(limit)}.`);
+  }
+  const windowMs = rule.windowMs;
+  if (!isPositiveInteger(windowMs)) {
+    throw new FloodgateError(ErrorCodes.WINDOW, `${where}.windowMs must be a positive integer number of milliseconds, got ${describe(windowMs)}.`);
+  }
+
+  const isBucket = bucketAlgorithms.has(algorithm);
+  if (rule.burst !== undefined && !isBucket) {
+    throw new FloodgateError(
+      ErrorCodes.BURST,
+      `${where}.burst only applies to token-bucket, leaky-bucket and gcra; remove it or change the algorithm (it is '${algorithm}').`,
+    );
+  }
+  const burst = rule.burst ?? limit;
+  if (!isPositiveInteger(burst)) {
+    throw new FloodgateError(ErrorCodes.BURST, `${where}.burst must be an integer >= 1 (the bucket's capacity), got ${describe(burst)}.`);
+  }
+
+  if (rule.segments !== undefined && algorithm !== 'sliding-window') {
+    throw new FloodgateError(
+      ErrorCodes.SEGMENTS,
+      `${where}.segments only applies to sliding-window; remove it or change the algorithm (it is '${algorithm}').`,
+    );
+  }
+  const segments = rule.segments ?? 1;
+  if (!isPositiveInteger(segments) || windowMs % segments !== 0) {
+    throw new FloodgateError(
+      ErrorCodes.SEGMENTS,
+      `${where}.segments must be a positive integer that divides windowMs (${windowMs}), got ${describe(segments)}.`,
+    );
+  }
+
+  if (rule.mode !== undefined && algorithm !== 'leaky-bucket') {
+    throw new FloodgateError(ErrorCodes.MODE, `${where}.mode only applies to leaky-bucket; remove it or change the algorithm (it is '${algorithm}').`);
+  }
+  const mode = rule.mode ?? 'police';
+  if (mode !== 'police' && mode !== 'shape') {
+    throw new FloodgateError(ErrorCodes.MODE, `${where}.mode must be 'police' or 'shape', got ${describe(mode)}.`);
+  }
+
+  const divisor = gcd(windowMs, limit);
+  const unitsPerToken = windowMs / divisor;
+  const unitsPerMs = limit / divisor;
+  const capacity = isBucket ? burst : limit;
+  // Buckets hold up to two capacities of units while deciding; sliding-window weighs
+  // up to segments+1 counters of at most `limit` by the segment length.
+  const largest = isBucket ? 2 * burst * unitsPerToken : algorithm === 'sliding-window' ? 2 * (segments + 1) * limit * (windowMs / segments) : 0;
+  if (largest > exactLimit) {
+    throw new FloodgateError(
+      ErrorCodes.RULE_TOO_LARGE,
+      `${where} is too large to compute exactly (limit ${limit}, windowMs ${windowMs}${isBucket ? `, burst ${burst}` : ''}); use a shorter window or a smaller limit.`,
+    );
+  }
+
+  return Object.freeze({
+    name,
+    algorithm: algorithm as AlgorithmName,
+    limit,
+    windowMs,
+    burst: isBucket ? burst : limit,
+    segments,
+    mode,
+    capacity,
+    unitsPerToken,
+    unitsPerMs,
+    segmentMs: windowMs / segments,
+  });
+}
+
+/** Validates a list of rules: at least one, names unique. */
+export function compileRules(rules: unknown, where = 'rules'): readonly CompiledRule[] {
+  if (!Array.isArray(rules) || rules.length === 0) {
+    throw new FloodgateError(ErrorCodes.RULES, `${where} must be a non-empty array of rules, got ${describe(rules)}.`);
+  }
+  const compiled = rules.map((rule, i) => compileRule(rule, `${where}[${i}]`, rules.length === 1 ? 'default' : undefined));
+  const seen = new Set<string>();
+  for (const rule of compiled) {
+    if (seen.has(rule.name)) {
+      throw new FloodgateError(ErrorCodes.DUPLICATE_RULE, `${where} has two rules named '${rule.name}'; give each rule its own name.`);
+    }
+    seen.add(rule.name);
+  }
+  return Object.freeze(compiled);
+}

@@ -1,0 +1,386 @@
+import {
+  concurrency,
+  createLog,
+  createVerdict,
+  type LeaseState,
+  type LogState,
+  slidingLog,
+  type VectorAlgorithm,
+  type Verdict,
+  vectorAlgorithms,
+} from '../algorithms/index.js';
+import { describe, ErrorCodes, FloodgateError } from '../errors.js';
+import type { CompiledRule } from '../rules.js';
+import type { RuleDecision, RuleSet, Store } from './types.js';
+
+export interface MemoryStoreOptions {
+  /**
+   * Most keys kept per rule. When a new key arrives at the bound, the least
+   * recently used key is forgotten (it starts over with a full allowance).
+   * @defaultValue 1_000_000
+   */
+  maxKeys?: number;
+  /** How often the sweeper drops expired state, in ms. @defaultValue 5_000 */
+  sweepIntervalMs?: number;
+}
+
+/** Entries the sweeper looks at per table per tick: bounds the pause on a large store. */
+const SWEEP_BUDGET = 20_000;
+
+/**
+ * The keys of one rule: a Map from key to a slot, and per-slot columns in
+ * typed arrays, so a key costs a Map entry and a few numbers, not an object.
+ */
+abstract class Table {
+  readonly index = new Map<string, number>();
+  protected capacity = 0;
+  expiresAt = new Float64Array(0);
+  private touchedAt = new Float64Array(0);
+  private readonly freeSlots: number[] = [];
+  private used = 0;
+  private clock = 0; // counts lookups, for recency
+  private readonly slack: number;
+  private cursor: Iterator<[string, number]> | undefined;
+
+  constructor(private readonly maxKeys: number) {
+    // A key is moved to the young end of the Map only when it has not been
+    // moved for `slack` lookups: hot keys cost one comparison, and eviction
+    // still takes a key unused for about the last maxKeys/8 lookups.
+    this.slack = Math.floor(maxKeys / 8);
+  }
+
+  /** The key's slot, or -1. Marks the key as recently used. */
+  find(key: string): number {
+    const slot = this.index.get(key);
+    if (slot === undefined) return -1;
+    const clock = ++this.clock;
+    if (clock - (this.touchedAt[slot] as number) > this.slack) {
+      this.index.delete(key);
+      this.index.set(key, slot);
+      this.touchedAt[slot] = clock;
+    }
+    return slot;
+  }
+
+  /** A slot for a new key, forgetting the least recently used key at the bound. */
+  protected allocate(key: string): number {
+    if (this.index.size >= this.maxKeys) {
+      const oldest = this.index.entries().next().value as [string, number];
+      this.remove(oldest[0], oldest[1]);
+    }
+    let slot = this.freeSlots.pop();
+    if (slot === undefined) {
+      if (this.used === this.capacity) this.grow(Math.min(this.maxKeys, Math.max(16, this.capacity * 2)));
+      slot = this.used++;
+    }
+    this.index.set(key, slot);
+    this.touchedAt[slot] = ++this.clock;
+    return slot;
+  }
+
+  remove(key: string, slot: number): void {
+    this.index.delete(key);
+    this.freeSlots.push(slot);
+    this.clear(slot);
+  }
+
+  protected grow(capacity: number): void {
+    const expiresAt = new Float64Array(capacity);
+    expiresAt.set(this.expiresAt);
+    this.expiresAt = expiresAt;
+    const touchedAt = new Float64Array(capacity);
+    touchedAt.set(this.touchedAt);
+    this.touchedAt = touchedAt;
+    this.capacity = capacity;
+  }
+
+  protected abstract clear(slot: number): void;
+
+  /** Drops up to SWEEP_BUDGET expired keys, resuming where the last sweep stopped. */
+  sweep(now: number): void {
+    this.cursor ??= this.index.entries();
+    for (let i = 0; i < SWEEP_BUDGET; i++) {
+      const item = this.cursor.next();
+      if (item.done) {
+        this.cursor = undefined;
+        return;
+      }
+      const [key, slot] = item.value;
+      if ((this.expiresAt[slot] as number) <= now) this.remove(key, slot);
+    }
+  }
+}
+
+class VectorTable extends Table {
+  private data = new Float64Array(0);
+  readonly verdict: Verdict = createVerdict();
+  readonly next: Float64Array;
+  slot = -1;
+
+  constructor(
+    readonly algorithm: VectorAlgorithm,
+    private readonly size: number,
+    maxKeys: number,
+  ) {
+    super(maxKeys);
+    this.next = new Float64Array(size);
+  }
+
+  decide(key: string, rule: CompiledRule, now: number, cost: number): Verdict {
+    const slot = this.find(key);
+    this.slot = slot;
+    this.algorithm.decide(rule, slot < 0 ? null : this.data, slot * this.size, now, cost, this.verdict, this.next);
+    return this.verdict;
+  }
+
+  /** Stores `next` for the key decided last. */
+  commit(key: string, now: number, _rule: CompiledRule, _cost: number, _leaseId: string): void {
+    const slot = this.slot < 0 ? this.allocate(key) : this.slot;
+    this.data.set(this.next, slot * this.size);
+    this.expiresAt[slot] = now + this.verdict.ttlMs;
+  }
+
+  refund(key: string, rule: CompiledRule, now: number, cost: number): void {
+    const slot = this.find(key);
+    if (slot < 0) return;
+    const ttl = this.algorithm.refund(rule, this.data, slot * this.size, now, cost, this.next);
+    if (ttl === 0) {
+      this.remove(key, slot);
+      return;
+    }
+    this.data.set(this.next, slot * this.size);
+    this.expiresAt[slot] = now + ttl;
+  }
+
+  protected override grow(capacity: number): void {
+    super.grow(capacity);
+    const data = new Float64Array(capacity * this.size);
+    data.set(this.data);
+    this.data = data;
+  }
+
+  protected clear(): void {}
+}
+
+class LogTable extends Table {
+  private logs: (LogState | null)[] = [];
+  readonly verdict: Verdict = createVerdict();
+  slot = -1;
+
+  decide(key: string, rule: CompiledRule, now: number, cost: number): Verdict {
+    const slot = this.find(key);
+    this.slot = slot;
+    slidingLog.decide(rule, slot < 0 ? null : (this.logs[slot] as LogState), now, cost, this.verdict);
+    return this.verdict;
+  }
+
+  commit(key: string, now: number, rule: CompiledRule, cost: number, _leaseId: string): void {
+    const slot = this.slot < 0 ? this.allocate(key) : this.slot;
+    this.logs[slot] = slidingLog.commit(rule, this.logs[slot] ?? createLog(), now, cost);
+    this.expiresAt[slot] = now + this.verdict.ttlMs;
+  }
+
+  refund(key: string, rule: CompiledRule, now: number, cost: number): void {
+    const slot = this.find(key);
+    if (slot < 0) return;
+    const ttl = slidingLog.refund(rule, this.logs[slot] as LogState, now, cost);
+    if (ttl === 0) this.remove(key, slot);
+    else this.expiresAt[slot] = now + ttl;
+  }
+
+  protected clear(slot: number): void {
+    this.logs[slot] = null;
+  }
+}
+
+class LeaseTable extends Table {
+  private leases: (LeaseState | null)[] = [];
+  readonly verdict: Verdict = createVerdict();
+  slot = -1;
+
+  decide(key: string, rule: CompiledRule, now: number, cost: number): Verdict {
+    const slot = this.find(key);
+    this.slot = slot;
+    concurrency.decide(rule, slot < 0 ? null : (this.leases[slot] as LeaseState), now, cost, this.verdict);
+    return this.verdict;
+  }
+
+  commit(key: string, now: number, rule: CompiledRule, cost: number, leaseId: string): void {
+    const slot = this.slot < 0 ? this.allocate(key) : this.slot;
+    this.leases[slot] = concurrency.commit(rule, this.leases[slot] ?? null, now, cost, leaseId);
+    this.expiresAt[slot] = now + this.verdict.ttlMs;
+  }
+
+  /** Leases are given back by release(), not by refunds. */
+  refund(): void {}
+
+  release(key: string, leaseId: string, now: number): void {
+    const slot = this.find(key);
+    if (slot < 0) return;
+    const ttl = concurrency.release(this.leases[slot] as LeaseState, leaseId, now);
+    if (ttl === 0) this.remove(key, slot);
+    else this.expiresAt[slot] = now + ttl;
+  }
+
+  protected clear(slot: number): void {
+    this.leases[slot] = null;
+  }
+}
+
+type AnyTable = VectorTable | LogTable | LeaseTable;
+
+/** A rule's decision when nothing was recorded: a denied call, an admitted rule of a denied call, or a peek. */
+function unchanged(rule: CompiledRule, v: Verdict, peek: boolean): RuleDecision {
+  return {
+    name: rule.name,
+    allowed: v.allowed,
+    limit: rule.limit,
+    remaining: v.remainingNow,
+    resetMs: v.resetMsNow,
+    retryAfterMs: v.retryAfterMs,
+    delayMs: peek && v.allowed ? v.delayMs : 0,
+  };
+}
+
+/**
+ * In-process store: the state of every key lives in this process. Decisions
+ * are synchronous, O(1) per rule (sliding-log: O(log n)), and allocate only
+ * the decisions they return. Memory is bounded by `maxKeys` per rule, and one
+ * `unref()`'d timer sweeps expired keys. Use RedisStore when several
+ * processes must share one limit.
+ *
+ * @example
+ * ```ts
+ * const limiter = createLimiter({ limit: 100, windowMs: 60_000, store: new MemoryStore({ maxKeys: 100_000 }) });
+ * ```
+ */
+export class MemoryStore implements Store {
+  private readonly maxKeys: number;
+  private readonly sweepIntervalMs: number;
+  private readonly tables = new Map<string, AnyTable>();
+  private readonly bound = new WeakMap<RuleSet, AnyTable[]>();
+  private timer: ReturnType<typeof setInterval> | undefined;
+  /** The latest time a caller passed: the sweeper's notion of now. */
+  private latest = 0;
+
+  constructor(options: MemoryStoreOptions = {}) {
+    if (typeof options !== 'object' || options === null) {
+      throw new FloodgateError(ErrorCodes.OPTION, `MemoryStore options must be an object, got ${describe(options)}.`);
+    }
+    for (const key of Object.keys(options)) {
+      if (key !== 'maxKeys' && key !== 'sweepIntervalMs') {
+        throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `MemoryStore has no option '${key}'; it takes maxKeys and sweepIntervalMs.`);
+      }
+    }
+    const { maxKeys = 1_000_000, sweepIntervalMs = 5_000 } = options;
+    if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
+      throw new FloodgateError(ErrorCodes.OPTION, `MemoryStore maxKeys must be a positive integer, got ${describe(maxKeys)}.`);
+    }
+    if (!Number.isSafeInteger(sweepIntervalMs) || sweepIntervalMs < 1) {
+      throw new FloodgateError(ErrorCodes.OPTION, `MemoryStore sweepIntervalMs must be a positive integer number of ms, got ${describe(sweepIntervalMs)}.`);
+    }
+    this.maxKeys = maxKeys;
+    this.sweepIntervalMs = sweepIntervalMs;
+  }
+
+  /** Number of keys held for a rule of a limiter (for tests and metrics). */
+  size(prefix: string, ruleName: string): number {
+    let total = 0;
+    for (const [id, table] of this.tables) if (id.startsWith(`${prefix}\u0000${ruleName}\u0000`)) total += table.index.size;
+    return total;
+  }
+
+  consume(key: string, ruleSet: RuleSet, cost: number, now: number, leaseId = ''): RuleDecision[] {
+    this.observe(now);
+    const tables = this.tablesOf(ruleSet);
+    const rules = ruleSet.rules;
+    let admitted = true;
+    for (let i = 0; i < rules.length; i++) {
+      if (!(tables[i] as AnyTable).decide(key, rules[i] as CompiledRule, now, cost).allowed) admitted = false;
+    }
+    const decisions = new Array<RuleDecision>(rules.length);
+    for (let i = 0; i < rules.length; i++) {
+      const table = tables[i] as AnyTable;
+      const rule = rules[i] as CompiledRule;
+      const v = table.verdict;
+      if (admitted) {
+        table.commit(key, now, rule, cost, leaseId);
+        decisions[i] = { name: rule.name, allowed: true, limit: rule.limit, remaining: v.remaining, resetMs: v.resetMs, retryAfterMs: 0, delayMs: v.delayMs };
+      } else {
+        decisions[i] = unchanged(rule, v, false);
+      }
+    }
+    return decisions;
+  }
+
+  peek(key: string, ruleSet: RuleSet, now: number): RuleDecision[] {
+    this.observe(now);
+    const tables = this.tablesOf(ruleSet);
+    return ruleSet.rules.map((rule, i) => unchanged(rule, (tables[i] as AnyTable).decide(key, rule, now, 1), true));
+  }
+
+  refund(key: string, ruleSet: RuleSet, cost: number, now: number): void {
+    this.observe(now);
+    const tables = this.tablesOf(ruleSet);
+    ruleSet.rules.forEach((rule, i) => {
+      (tables[i] as AnyTable).refund(key, rule, now, cost);
+    });
+  }
+
+  release(key: string, ruleSet: RuleSet, leaseId: string, now: number): void {
+    this.observe(now);
+    const tables = this.tablesOf(ruleSet);
+    for (const table of tables) if (table instanceof LeaseTable) table.release(key, leaseId, now);
+  }
+
+  reset(key: string, ruleSet: RuleSet): void {
+    for (const table of this.tablesOf(ruleSet)) {
+      const slot = table.index.get(key);
+      if (slot !== undefined) table.remove(key, slot);
+    }
+  }
+
+  /** Stops the sweeper and forgets every key. */
+  close(): void {
+    if (this.timer !== undefined) clearInterval(this.timer);
+    this.timer = undefined;
+    this.tables.clear();
+  }
+
+  private observe(now: number): void {
+    if (now > this.latest) this.latest = now;
+    if (this.timer === undefined) {
+      this.timer = setInterval(() => this.sweep(), this.sweepIntervalMs);
+      // Never keep the process alive for the sweeper (Node, Bun, Deno).
+      (this.timer as { unref?: () => void }).unref?.();
+    }
+  }
+
+  private sweep(): void {
+    for (const table of this.tables.values()) table.sweep(this.latest);
+  }
+
+  private tablesOf(ruleSet: RuleSet): AnyTable[] {
+    let tables = this.bound.get(ruleSet);
+    if (tables === undefined) {
+      tables = ruleSet.rules.map((rule) => this.tableFor(ruleSet.prefix, rule));
+      this.bound.set(ruleSet, tables);
+    }
+    return tables;
+  }
+
+  private tableFor(prefix: string, rule: CompiledRule): AnyTable {
+    // Tables are found by what shapes their state, so a hot update that keeps
+    // a rule's name and algorithm keeps its keys' state.
+    const algorithm = rule.algorithm === 'sliding-log' || rule.algorithm === 'concurrency' ? undefined : vectorAlgorithms[rule.algorithm];
+    const size = algorithm?.stateSize(rule) ?? 0;
+    const id = `${prefix}\u0000${rule.name}\u0000${rule.algorithm}\u0000${size}`;
+    let table = this.tables.get(id);
+    if (table === undefined) {
+      if (algorithm !== undefined) table = new VectorTable(algorithm, size, this.maxKeys);
+      else table = rule.algorithm === 'concurrency' ? new LeaseTable(this.maxKeys) : new LogTable(this.maxKeys);
+      this.tables.set(id, table);
+    }
+    return table;
+  }
+}
