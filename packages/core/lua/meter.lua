@@ -1,0 +1,44 @@
+-- Mirrors src/algorithms/meter.ts: the arithmetic token-bucket, leaky-bucket
+-- and gcra share. A level of units drains at rule.per_ms units per ms; one
+-- token is rule.unit units.
+
+local function meter_drain(level, elapsed, per_ms)
+  if elapsed <= 0 or level <= 0 then return math.max(level, 0) end
+  if elapsed >= ceil_div(level, per_ms) then return 0 end
+  return level - elapsed * per_ms
+end
+
+local function meter_rescale_level(level, stored_unit, unit)
+  if stored_unit == unit then return level end
+  return ceil_div(level * unit, stored_unit)
+end
+
+local function meter_decide(rule, level, cost, out)
+  local unit = rule.unit
+  local per_ms = rule.per_ms
+  local room = rule.burst * unit
+  local after = level + cost * unit
+  out.remaining_now = level < room and floor_div(room - level, unit) or 0
+  out.reset_now = ceil_div(level, per_ms)
+  if after <= room then
+    out.allowed = true
+    out.retry = 0
+    out.delay = rule.shape and out.reset_now or 0
+    out.remaining = floor_div(room - after, unit)
+    out.reset = ceil_div(after, per_ms)
+    out.ttl = out.reset
+  else
+    out.allowed = false
+    out.retry = cost > rule.burst and INFINITY or ceil_div(after - room, per_ms)
+    out.delay = 0
+    out.remaining = out.remaining_now
+    out.reset = out.reset_now
+    out.ttl = 0
+  end
+  return after
+end
+
+local function meter_refund(rule, level, cost)
+  local after = level - cost * rule.unit
+  return math.max(after, 0)
+end

@@ -1,0 +1,311 @@
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { type RedisClusterServers, startCluster, useRedisServer } from '@floodgate/test-support';
+import fc from 'fast-check';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { assembleScript, renderModule } from '../../scripts/build-lua.mjs';
+import { createLimiter } from '../limiter.js';
+import { algorithms, type CompiledRule, compileRule, type RuleOptions } from '../rules.js';
+import { algorithmNames } from '../test-support/arbitraries.js';
+import { expectedDecision, referenceLimiter } from '../test-support/reference.js';
+import { SCRIPT, SCRIPT_SHA1 } from './lua.generated.js';
+import { RedisStore, ruleHorizon } from './redis-store.js';
+
+const run = promisify(execFile);
+
+const redisServer = useRedisServer();
+let redis: Redis;
+let prefixes = 0;
+const fresh = (name: string) => `${name}${prefixes++}:`;
+
+beforeAll(() => {
+  redis = redisServer.client;
+});
+
+describe('the shipped script', () => {
+  it('is the assembly of lua/*.lua, and SCRIPT_SHA1 is its SHA-1', async () => {
+    expect(SCRIPT).toBe(assembleScript());
+    expect(renderModule(SCRIPT)).toContain(SCRIPT_SHA1);
+    expect(createHash('sha1').update(SCRIPT).digest('hex')).toBe(SCRIPT_SHA1);
+    expect(await redis.script('LOAD', SCRIPT)).toBe(SCRIPT_SHA1);
+  });
+});
+
+describe('RedisStore', () => {
+  it('decides all rules of a call with one EVALSHA', async () => {
+    const limiter = createLimiter({
+      store: new RedisStore({ client: redis }),
+      prefix: fresh('one'),
+      rules: algorithmNames.map((algorithm, i) => ({ name: `r${i}`, algorithm, limit: 5, windowMs: 60_000 })),
+    });
+    await limiter.consume('warm-up'); // loads the script
+    const monitor = await redis.duplicate().monitor();
+    const commands: string[] = [];
+    // Commands the script runs show up with source 'lua'; count what the client sent.
+    monitor.on('monitor', (_time: string, args: string[], source: string) => {
+      if (source !== 'lua') commands.push(String(args[0]).toLowerCase());
+    });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await limiter.consume('k');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    monitor.disconnect();
+    expect(commands).toEqual(['evalsha']);
+  });
+
+  it('keeps the state of a denied multi-rule call byte-identical (DUMP)', async () => {
+    const prefix = fresh('dump');
+    const limiter = createLimiter({
+      store: new RedisStore({ client: redis }),
+      prefix,
+      rules: [
+        { name: 'loose', algorithm: 'sliding-window', limit: 100, windowMs: 60_000, segments: 6 },
+        { name: 'bucket', algorithm: 'token-bucket', limit: 10, windowMs: 60_000 },
+        { name: 'log', algorithm: 'sliding-log', limit: 50, windowMs: 60_000 },
+        { name: 'tight', algorithm: 'fixed-window', limit: 3, windowMs: 60_000 },
+        { name: 'cell', algorithm: 'gcra', limit: 20, windowMs: 60_000 },
+      ],
+    });
+    for (let i = 0; i < 3; i++) expect((await limiter.consume('k')).allowed).toBe(true);
+    const keys = (limiter.store as RedisStore).keysOf('k', { prefix, rules: limiter.rules });
+    const before = await Promise.all(keys.map((key) => redis.dumpBuffer(key)));
+    expect(before.every((dump) => dump !== null)).toBe(true);
+    const denied = await limiter.consume('k');
+    expect(denied).toMatchObject({ allowed: false, rule: 'tight' });
+    const after = await Promise.all(keys.map((key) => redis.dumpBuffer(key)));
+    expect(after.map((b) => b?.toString('hex'))).toEqual(before.map((b) => b?.toString('hex')));
+  });
+
+  it('puts a TTL on every key, never longer than the state needs', async () => {
+    for (const algorithm of algorithms) {
+      const prefix = fresh('ttl');
+      const limiter = createLimiter({ algorithm, limit: 5, windowMs: 30_000, store: new RedisStore({ client: redis }), prefix });
+      const decision = await limiter.consume('k', { cost: 2 });
+      const [key] = (limiter.store as RedisStore).keysOf('k', { prefix, rules: limiter.rules });
+      const ttl = await redis.pttl(key as string);
+      expect(ttl, algorithm).toBeGreaterThan(0);
+      expect(ttl, algorithm).toBeLessThanOrEqual(decision.resetMs);
+      expect(ttl, algorithm).toBeLessThanOrEqual(ruleHorizon(limiter.rules[0] as CompiledRule));
+    }
+  });
+
+  it('decides with Redis TIME: limiters with wildly wrong clocks share one state', async () => {
+    const prefix = fresh('clock');
+    const store = new RedisStore({ client: redis });
+    const rules: RuleOptions[] = [
+      { name: 'minute', algorithm: 'fixed-window', limit: 4, windowMs: 60_000 },
+      { name: 'cell', algorithm: 'gcra', limit: 4, windowMs: 60_000 },
+    ];
+    const past = createLimiter({ rules, store, prefix, now: () => 0 });
+    const future = createLimiter({ rules, store, prefix, now: () => Date.now() + 10 * 365 * 86_400_000 });
+    await past.consume('k');
+    await future.consume('k');
+    await past.consume('k');
+    expect((await future.peek('k')).remaining).toBe(1);
+    await future.consume('k');
+    const denied = await past.consume('k');
+    expect(denied.allowed).toBe(false);
+    expect(denied.retryAfterMs).toBeGreaterThan(0);
+    expect(denied.retryAfterMs).toBeLessThanOrEqual(60_000);
+  });
+
+  it('recovers from SCRIPT FLUSH (NOSCRIPT -> EVAL) without losing state', async () => {
+    const limiter = createLimiter({ algorithm: 'sliding-log', limit: 2, windowMs: 60_000, store: new RedisStore({ client: redis }), prefix: fresh('flush') });
+    expect((await limiter.consume('k')).allowed).toBe(true);
+    await redis.script('FLUSH');
+    expect((await limiter.consume('k')).allowed).toBe(true);
+    await redis.script('FLUSH');
+    expect((await limiter.consume('k')).allowed).toBe(false);
+    expect((await redis.script('EXISTS', SCRIPT_SHA1)) as number[]).toEqual([1]);
+  });
+
+  it('starts over after FLUSHALL without an error (the state is gone, the script is still loaded)', async () => {
+    const limiter = createLimiter({ algorithm: 'gcra', limit: 1, windowMs: 60_000, store: new RedisStore({ client: redis }), prefix: fresh('flushall') });
+    expect((await limiter.consume('k')).allowed).toBe(true);
+    expect((await limiter.consume('k')).allowed).toBe(false);
+    await redis.flushall();
+    const after = await limiter.consume('k');
+    expect(after.storeError).toBeUndefined();
+    expect(after.allowed).toBe(true);
+  });
+
+  it('keeps keys with braces, colons and the prefix apart (no hash-tag or prefix injection)', async () => {
+    const prefix = fresh('inject');
+    const limiter = createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000, store: new RedisStore({ client: redis }), prefix });
+    const keys = ['a', 'a}', '{a}', 'a}:default', `}${prefix}{a`, '}', '{}', '%7D', 'a%'];
+    for (const key of keys) expect((await limiter.consume(key)).allowed, key).toBe(true);
+    for (const key of keys) expect((await limiter.consume(key)).allowed, key).toBe(false);
+    expect(await redis.keys(`${prefix}*`)).toHaveLength(keys.length);
+  });
+
+  it('never loses or double counts sliding-log entries admitted in the same ms', async () => {
+    const store = new RedisStore({ client: redis, clock: 'client' });
+    const limiter = createLimiter({ algorithm: 'sliding-log', limit: 50, windowMs: 60_000, store, prefix: fresh('same-ms'), now: () => 1_000_000 });
+    const decisions = await Promise.all(Array.from({ length: 60 }, (_, i) => limiter.consume('k', { cost: 1 + (i % 2) })));
+    const admitted = decisions.filter((d) => d.allowed);
+    const units = decisions.reduce((sum, d, i) => sum + (d.allowed ? 1 + (i % 2) : 0), 0);
+    expect(units).toBeLessThanOrEqual(50);
+    expect(admitted.length).toBeGreaterThan(0);
+    expect((await limiter.peek('k')).remaining).toBe(50 - units);
+    await limiter.refund('k', { cost: 3 });
+    expect((await limiter.peek('k')).remaining).toBe(53 - units);
+    const filled = await limiter.consume('k', { cost: 53 - units });
+    expect(filled.allowed).toBe(true);
+    expect((await limiter.peek('k')).remaining).toBe(0);
+  });
+
+  it('answers a clear error for a client it cannot drive, and for unknown options', () => {
+    expect(() => new RedisStore({ client: {} as never })).toThrow(expect.objectContaining({ code: 'ERR_FG_OPTION' }));
+    expect(() => new RedisStore({ client: redis, clock: 'local' as never })).toThrow(expect.objectContaining({ code: 'ERR_FG_OPTION' }));
+    expect(() => new RedisStore({ client: redis, keyPrefix: 'x' } as never)).toThrow(expect.objectContaining({ code: 'ERR_FG_UNKNOWN_OPTION' }));
+  });
+
+  it('works with a node-redis style client (evalSha / eval with { keys, arguments })', async () => {
+    const nodeRedisLike = {
+      evalSha: (sha: string, o: { keys: string[]; arguments: string[] }) => redis.evalsha(sha, o.keys.length, ...o.keys, ...o.arguments),
+      eval: (script: string, o: { keys: string[]; arguments: string[] }) => redis.eval(script, o.keys.length, ...o.keys, ...o.arguments),
+    };
+    const limiter = createLimiter({
+      algorithm: 'gcra',
+      limit: 1,
+      windowMs: 60_000,
+      store: new RedisStore({ client: nodeRedisLike }),
+      prefix: fresh('node-redis'),
+    });
+    expect((await limiter.consume('k')).allowed).toBe(true);
+    expect((await limiter.consume('k')).allowed).toBe(false);
+  });
+});
+
+describe('RedisStore with the server clock', () => {
+  /** Small windows so that they roll over while the trace runs on real time. */
+  const smallRule = (algorithm: (typeof algorithmNames)[number], name: string) =>
+    fc
+      .record({ limit: fc.integer({ min: 1, max: 6 }), windowMs: fc.integer({ min: 4, max: 60 }), burst: fc.integer({ min: 1, max: 8 }) })
+      .map(({ limit, windowMs, burst }) => {
+        const base = { name, algorithm, limit, windowMs };
+        return algorithm === 'token-bucket' || algorithm === 'gcra' || algorithm === 'leaky-bucket' ? { ...base, burst } : base;
+      });
+
+  it('decides like the reference at the times Redis reports (expiry-encoded state included)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.constantFrom(...algorithmNames), { minLength: 1, maxLength: 3 }).chain((names) => fc.tuple(...names.map((a, i) => smallRule(a, `r${i}`)))),
+        fc.array(
+          fc.record({
+            pause: fc.oneof(fc.constant(0), fc.constant(0), fc.integer({ min: 1, max: 25 })),
+            cost: fc.integer({ min: 1, max: 4 }),
+            refund: fc.boolean(),
+          }),
+          {
+            minLength: 1,
+            maxLength: 25,
+          },
+        ),
+        async (rules, steps) => {
+          const store = new RedisStore({ client: redis });
+          const compiled = rules.map((r, i) => compileRule(r, `rules[${i}]`));
+          const ruleSet = { prefix: fresh('server'), rules: compiled };
+          const reference = referenceLimiter(compiled);
+          let last = 0;
+          let leases = 0;
+          for (const { pause, cost, refund } of steps) {
+            if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause));
+            if (refund) {
+              const { now } = await store.evaluate('refund', 'k', ruleSet, cost, 0);
+              reference.refund('k', now, cost);
+              continue;
+            }
+            const leaseId = `${cost}.lease${leases++}`;
+            const { decisions, now } = await store.evaluate('consume', 'k', ruleSet, cost, 0, leaseId);
+            expect(now).toBeGreaterThanOrEqual(last);
+            last = now;
+            expect(expectedDecision(decisions)).toEqual(expectedDecision(reference.consume('k', now, cost, leaseId)));
+          }
+        },
+      ),
+      { numRuns: 40 },
+    );
+  });
+});
+
+describe('RedisStore under concurrency', () => {
+  const worker = fileURLToPath(new URL('../test-support/consume-worker.ts', import.meta.url));
+
+  it.each(['fixed-window', 'sliding-log', 'token-bucket', 'gcra'] as const)(
+    '%s: 4 processes x 3000 calls, 32 in flight each, admit exactly the limit of 1000',
+    async (algorithm) => {
+      const prefix = fresh(`race-${algorithm}`);
+      const results = await Promise.all(
+        Array.from({ length: 4 }, () =>
+          run(process.execPath, ['--import', 'tsx', worker, String(redisServer.server.port), algorithm, prefix, '3000', '32'], {
+            timeout: 60_000,
+            cwd: fileURLToPath(new URL('../..', import.meta.url)),
+          }),
+        ),
+      );
+      const admitted = results.map(({ stdout }) => Number(JSON.parse(stdout.trim().split('\n').pop() as string).admitted));
+      expect(admitted.reduce((a, b) => a + b, 0)).toBe(1000);
+    },
+    120_000,
+  );
+});
+
+describe('RedisStore on a 3-master Redis Cluster', () => {
+  let cluster: RedisClusterServers;
+
+  beforeAll(async () => {
+    cluster = await startCluster();
+  }, 60_000);
+
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  it('runs multi-rule limiters over keys in every slot, without CROSSSLOT, all-or-nothing', async () => {
+    const client = cluster.client();
+    const limiter = createLimiter({
+      store: new RedisStore({ client }),
+      prefix: 'cluster:',
+      rules: [
+        { name: 'per-second', algorithm: 'gcra', limit: 3, windowMs: 1000, burst: 3 },
+        { name: 'per-minute', algorithm: 'fixed-window', limit: 5, windowMs: 60_000 },
+        { name: 'log', algorithm: 'sliding-log', limit: 10, windowMs: 60_000 },
+        { name: 'window', algorithm: 'sliding-window', limit: 10, windowMs: 60_000, segments: 4 },
+      ],
+    });
+    const users = Array.from({ length: 30 }, (_, i) => `user:${i}`).concat(['}', '{}', 'x{y}z']);
+    for (const user of users) {
+      for (let i = 0; i < 3; i++) expect((await limiter.consume(user)).allowed, user).toBe(true);
+      const keys = (limiter.store as RedisStore).keysOf(user, { prefix: 'cluster:', rules: limiter.rules });
+      const before = await Promise.all(keys.map((key) => client.dumpBuffer(key)));
+      const denied = await limiter.consume(user);
+      expect(denied).toMatchObject({ allowed: false, rule: 'per-second' });
+      const after = await Promise.all(keys.map((key) => client.dumpBuffer(key)));
+      expect(after.map((b) => b?.toString('hex'))).toEqual(before.map((b) => b?.toString('hex')));
+    }
+    // The users' keys are spread over all three masters.
+    const slots = new Set(users.map((user) => clusterKeySlot(`cluster:{${user.replace(/[{}]/g, (c) => (c === '{' ? '%7B' : '%7D'))}}:log`)));
+    expect(slots.size).toBeGreaterThan(10);
+    const perNode = await Promise.all(cluster.nodes.map((node) => node.client().dbsize()));
+    expect(perNode.every((n) => n > 0)).toBe(true);
+  });
+});
+
+/** CRC16 (XMODEM) slot of a key, with Redis's hash-tag rule. */
+function clusterKeySlot(key: string): number {
+  const open = key.indexOf('{');
+  let tagged = key;
+  if (open >= 0) {
+    const close = key.indexOf('}', open + 1);
+    if (close > open + 1) tagged = key.slice(open + 1, close);
+  }
+  let crc = 0;
+  for (const byte of Buffer.from(tagged)) {
+    crc ^= byte << 8;
+    for (let i = 0; i < 8; i++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  }
+  return crc % 16384;
+}

@@ -1,0 +1,241 @@
+import { describe, ErrorCodes, FloodgateError } from '../errors.js';
+import type { CompiledRule } from '../rules.js';
+import { SCRIPT, SCRIPT_SHA1 } from './lua.generated.js';
+import type { RuleDecision, RuleSet, Store } from './types.js';
+
+/**
+ * A Redis client Floodgate can run its script with. ioredis (`Redis` or
+ * `Cluster`) is the first-class, tested client; node-redis v4+ works too.
+ */
+export type RedisClient = IoRedisLike | NodeRedisLike;
+
+/** ioredis `Redis` and `Cluster`. */
+export interface IoRedisLike {
+  evalsha(sha: string, numKeys: number, ...keysAndArgs: (string | number)[]): Promise<unknown>;
+  eval(script: string, numKeys: number, ...keysAndArgs: (string | number)[]): Promise<unknown>;
+}
+
+/** node-redis v4+ (`createClient()`, `createCluster()`). */
+export interface NodeRedisLike {
+  evalSha(sha: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+}
+
+export interface RedisStoreOptions {
+  /** An ioredis client or Cluster, or a node-redis v4+ client. */
+  client: RedisClient;
+  /** Prepended to every key, before the limiter's own prefix. @defaultValue '' */
+  prefix?: string;
+  /**
+   * Whose clock decides. `'server'` (default): the script reads Redis `TIME`,
+   * so app servers' clocks never matter. `'client'`: the limiter's `now()`,
+   * for tests and parity runs; keys then live for their rule's whole horizon.
+   * Every instance sharing keys must use the same clock.
+   * @defaultValue 'server'
+   */
+  clock?: 'server' | 'client';
+}
+
+/** What one script call does. */
+export type RedisOperation = 'consume' | 'peek' | 'refund' | 'reset' | 'release';
+
+/** What one script call returns: the decisions and the time they were made at. */
+export interface RedisEvaluation {
+  decisions: RuleDecision[];
+  /** The time (ms) the script decided at: Redis TIME, or the limiter's clock with clock: 'client'. */
+  now: number;
+}
+
+/** How long a rule's state can matter at most, in ms: the key lifetime under the client clock. */
+export function ruleHorizon(rule: CompiledRule): number {
+  switch (rule.algorithm) {
+    case 'sliding-window':
+      return rule.windowMs + rule.segmentMs;
+    case 'fixed-window':
+    case 'sliding-log':
+    case 'concurrency':
+      return rule.windowMs;
+    default:
+      return Math.ceil((rule.burst * rule.unitsPerToken) / rule.unitsPerMs);
+  }
+}
+
+/** The script's per-rule arguments (see lua/main.lua). */
+function ruleArguments(rule: CompiledRule): string[] {
+  return [
+    rule.algorithm,
+    rule.limit,
+    rule.windowMs,
+    rule.burst,
+    rule.segments,
+    rule.mode,
+    rule.unitsPerToken,
+    rule.unitsPerMs,
+    rule.segmentMs,
+    ruleHorizon(rule),
+  ].map(String);
+}
+
+/**
+ * `{` and `}` in a user key would change its Cluster hash tag (and `{}` empties
+ * it, splitting one key's rules over slots): escape them, and `%`, so that
+ * distinct keys stay distinct.
+ */
+function escapeKey(key: string): string {
+  return /[{}%]/.test(key) ? key.replace(/[{}%]/g, (c) => (c === '{' ? '%7B' : c === '}' ? '%7D' : '%25')) : key;
+}
+
+interface Prepared {
+  /** Per rule: the part of the Redis key after the user key. */
+  suffixes: string[];
+  /** The script arguments after op, now and cost. */
+  ruleArgs: string[];
+}
+
+const isNoScript = (error: unknown) => error instanceof Error && /^NOSCRIPT/.test(error.message);
+
+/** ioredis client states in which a command would only wait in the offline queue for a connection that is down. */
+const disconnected = new Set(['reconnecting', 'close', 'end']);
+
+/**
+ * Limiter state in Redis, shared by every process that uses the same Redis.
+ * Every algorithm runs as a Lua script, all rules of a call in one EVALSHA
+ * (one round trip) and all-or-nothing. Keys are
+ * `${prefix}${limiterPrefix}{${key}}:${rule}`: the user key is a hash tag, so
+ * all rules of a key live in one Cluster slot; every key expires when its
+ * state would read as empty.
+ *
+ * @example
+ * ```ts
+ * import Redis from 'ioredis';
+ * const redis = new Redis({ enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+ * const limiter = createLimiter({ limit: 100, windowMs: 60_000, store: new RedisStore({ client: redis }) });
+ * ```
+ */
+export class RedisStore implements Store {
+  private readonly run: (sha: boolean, keys: string[], args: string[]) => Promise<unknown>;
+  private readonly client: RedisClient;
+  private readonly prefix: string;
+  private readonly serverClock: boolean;
+  private readonly prepared = new WeakMap<RuleSet, Prepared>();
+
+  constructor(options: RedisStoreOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw new FloodgateError(ErrorCodes.OPTION, `RedisStore takes { client }, got ${describe(options)}.`);
+    }
+    for (const key of Object.keys(options)) {
+      if (key !== 'client' && key !== 'prefix' && key !== 'clock') {
+        throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `RedisStore has no option '${key}'; it takes client, prefix and clock.`);
+      }
+    }
+    const { client, prefix = '', clock = 'server' } = options;
+    if (typeof prefix !== 'string') throw new FloodgateError(ErrorCodes.OPTION, `RedisStore prefix must be a string, got ${describe(prefix)}.`);
+    if (clock !== 'server' && clock !== 'client') {
+      throw new FloodgateError(ErrorCodes.OPTION, `RedisStore clock must be 'server' or 'client', got ${describe(clock)}.`);
+    }
+    this.prefix = prefix;
+    this.serverClock = clock === 'server';
+    this.client = client;
+
+    const io = client as Partial<IoRedisLike>;
+    const node = client as Partial<NodeRedisLike>;
+    if (typeof io?.evalsha === 'function' && typeof io.eval === 'function') {
+      this.run = (sha, keys, args) =>
+        sha ? (io as IoRedisLike).evalsha(SCRIPT_SHA1, keys.length, ...keys, ...args) : (io as IoRedisLike).eval(SCRIPT, keys.length, ...keys, ...args);
+    } else if (typeof node?.evalSha === 'function' && typeof node.eval === 'function') {
+      this.run = (sha, keys, args) =>
+        sha ? (node as NodeRedisLike).evalSha(SCRIPT_SHA1, { keys, arguments: args }) : (node as NodeRedisLike).eval(SCRIPT, { keys, arguments: args });
+    } else {
+      throw new FloodgateError(
+        ErrorCodes.OPTION,
+        `RedisStore client must be an ioredis client or Cluster, or a node-redis v4+ client (something with evalsha/eval or evalSha/eval), got ${describe(client)}.`,
+      );
+    }
+  }
+
+  async consume(key: string, ruleSet: RuleSet, cost: number, now: number, leaseId = ''): Promise<RuleDecision[]> {
+    return (await this.evaluate('consume', key, ruleSet, cost, now, leaseId)).decisions;
+  }
+
+  async release(key: string, ruleSet: RuleSet, leaseId: string, now: number): Promise<void> {
+    await this.evaluate('release', key, ruleSet, 1, now, leaseId);
+  }
+
+  async peek(key: string, ruleSet: RuleSet, now: number): Promise<RuleDecision[]> {
+    return (await this.evaluate('peek', key, ruleSet, 1, now)).decisions;
+  }
+
+  async refund(key: string, ruleSet: RuleSet, cost: number, now: number): Promise<void> {
+    await this.evaluate('refund', key, ruleSet, cost, now);
+  }
+
+  async reset(key: string, ruleSet: RuleSet): Promise<void> {
+    // DEL through the script too: one round trip, and no client-specific command names.
+    await this.evaluate('reset', key, ruleSet, 1, 0);
+  }
+
+  /** The Redis keys of a user key under a limiter's rules (for inspection and tests). */
+  keysOf(key: string, ruleSet: RuleSet): string[] {
+    const head = `${this.prefix}${ruleSet.prefix}{${escapeKey(key)}`;
+    return this.prepare(ruleSet).suffixes.map((suffix) => head + suffix);
+  }
+
+  /** Runs the script once: the decisions and the time they were made at. */
+  async evaluate(operation: RedisOperation, key: string, ruleSet: RuleSet, cost: number, now: number, leaseId = ''): Promise<RedisEvaluation> {
+    const prepared = this.prepare(ruleSet);
+    const reply = await this.call(this.keysOf(key, ruleSet), [operation, this.serverClock ? '' : String(now), String(cost), leaseId, ...prepared.ruleArgs]);
+    return parseReply(reply, ruleSet.rules, operation);
+  }
+
+  private async call(keys: string[], args: string[]): Promise<unknown> {
+    // Fail fast while ioredis is between connections: a command sent now would wait in
+    // its offline queue, and run late (counting a request already decided) when Redis returns.
+    const status = (this.client as { status?: unknown }).status;
+    if (typeof status === 'string' && disconnected.has(status)) {
+      throw new FloodgateError(ErrorCodes.STORE_UNAVAILABLE, `The Redis client is not connected (status '${status}').`);
+    }
+    try {
+      return await this.run(true, keys, args);
+    } catch (error) {
+      if (!isNoScript(error)) throw error;
+      // Redis restarted or its script cache was flushed: EVAL loads the script again.
+      return this.run(false, keys, args);
+    }
+  }
+
+  private prepare(ruleSet: RuleSet): Prepared {
+    let prepared = this.prepared.get(ruleSet);
+    if (prepared === undefined) {
+      prepared = { suffixes: ruleSet.rules.map((rule) => `}:${rule.name}`), ruleArgs: ruleSet.rules.flatMap(ruleArguments) };
+      this.prepared.set(ruleSet, prepared);
+    }
+    return prepared;
+  }
+}
+
+function badReply(reply: unknown): FloodgateError {
+  const shown = JSON.stringify(reply)?.slice(0, 120);
+  return new FloodgateError(ErrorCodes.STORE_REPLY, `The Redis script answered ${shown}; is something else writing to Floodgate's keys?`);
+}
+
+function parseReply(reply: unknown, rules: readonly CompiledRule[], operation: RedisOperation): RedisEvaluation {
+  if (!Array.isArray(reply)) throw badReply(reply);
+  if (operation === 'refund' || operation === 'reset' || operation === 'release') return { decisions: [], now: Number(reply[0]) };
+  if (reply.length !== rules.length * 5 + 1) throw badReply(reply);
+  const decisions = new Array<RuleDecision>(rules.length);
+  for (let i = 0; i < rules.length; i++) {
+    const rule = rules[i] as CompiledRule;
+    const at = i * 5;
+    const retry = Number(reply[at + 3]);
+    decisions[i] = {
+      name: rule.name,
+      allowed: Number(reply[at]) === 1,
+      limit: rule.limit,
+      remaining: Number(reply[at + 1]),
+      resetMs: Number(reply[at + 2]),
+      retryAfterMs: retry < 0 ? Number.POSITIVE_INFINITY : retry,
+      delayMs: Number(reply[at + 4]),
+    };
+  }
+  return { decisions, now: Number(reply[reply.length - 1]) };
+}
