@@ -1,0 +1,89 @@
+import { createLimiter, type Decision } from '@floodgate/core';
+import { type AdapterUnderTest, adapterContract, serveHttp } from '@floodgate/test-support';
+import express5, { type NextFunction, type Request, type Response } from 'express';
+import express4 from 'express4';
+import request from 'supertest';
+import { describe, expect, it } from 'vitest';
+import { keyBy, rateLimit } from './index.js';
+
+type Express = typeof express5;
+
+function expressUnderTest(name: string, express: Express): AdapterUnderTest {
+  return {
+    name,
+    rateLimit,
+    keyBy,
+    createLimiter,
+    header: ([req], header) => (req as Request).headers[header] as string | undefined,
+    teapot: (_req: Request, res: Response, _next: NextFunction, decision: Decision) => {
+      res.status(418).json({ rule: decision.rule, retryAfter: res.getHeader('retry-after') });
+    },
+    seesAbandonedRequests: true,
+    async start(routes, settings = {}) {
+      const app = express();
+      if (settings.trustProxy) app.set('trust proxy', true);
+      for (const route of routes) {
+        const method = route.method === 'POST' ? 'post' : 'get';
+        app[method](route.path, ...[route.options].flat().map(rateLimit), (req: Request, res: Response) => {
+          if (req.query.throw) throw new Error('the route failed');
+          if (req.query.hang) return;
+          const answer = () => res.status(Number(req.query.status ?? 200)).json(req.rateLimit ?? { skipped: true });
+          if (req.query.wait) setTimeout(answer, Number(req.query.wait));
+          else answer();
+        });
+      }
+      return serveHttp(app);
+    },
+  };
+}
+
+const frameworks: [string, Express][] = [
+  ['Express 4', express4 as unknown as Express],
+  ['Express 5', express5],
+];
+
+for (const [name, express] of frameworks) adapterContract(expressUnderTest(name, express));
+
+describe.each(frameworks)('%s specifics', (_, express) => {
+  it("follows app.set('trust proxy'): loopback proxies are trusted, others not", async () => {
+    const app = express();
+    app.set('trust proxy', 'loopback');
+    app.get('/', rateLimit({ limit: 1, windowMs: 60_000 }), (req, res) => {
+      res.json(req.rateLimit);
+    });
+    await request(app).get('/').set('x-forwarded-for', '198.51.100.1').expect(200);
+    await request(app).get('/').set('x-forwarded-for', '198.51.100.2').expect(200);
+    await request(app).get('/').set('x-forwarded-for', '198.51.100.1').expect(429);
+  });
+
+  it('passes request-time errors to the error path as a FloodgateError with a clear message', async () => {
+    const errors: string[] = [];
+    const app = express();
+    app.get('/key', rateLimit({ limit: 10, windowMs: 60_000, key: () => '' }), (_req, res) => {
+      res.send('ok');
+    });
+    app.use((error: Error & { code?: string }, _req: Request, res: Response, _next: NextFunction) => {
+      errors.push(`${error.name} ${error.code}: ${error.message}`);
+      res.status(500).send('handled');
+    });
+    await request(app).get('/key').expect(500, 'handled');
+    expect(errors).toEqual(['FloodgateError ERR_FG_KEY: The key function returned ""; it must return a non-empty string. [ERR_FG_KEY]']);
+    // Without an error handler, Express's own answers 500 and (outside production) shows the message.
+    const plain = express();
+    plain.get('/', rateLimit({ limit: 10, windowMs: 60_000, cost: () => 0 }), (_req, res) => {
+      res.send('ok');
+    });
+    const res = await request(plain).get('/');
+    expect(res.status).toBe(500);
+    expect(res.text).toContain('cost must be a positive integer, got 0');
+  });
+
+  it('types req.rateLimit as a Decision', async () => {
+    const app = express();
+    app.get('/', rateLimit({ limit: 3, windowMs: 60_000 }), (req, res) => {
+      const decision: Decision | undefined = req.rateLimit;
+      res.json({ remaining: decision?.remaining, rules: decision?.rules.length });
+    });
+    expect((await request(app).get('/')).body).toEqual({ remaining: 2, rules: 1 });
+  });
+});

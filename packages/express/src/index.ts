@@ -1,0 +1,107 @@
+import {
+  createKeyBy,
+  createRateLimitFlow,
+  type Decision,
+  joinHeader,
+  type KeyBy,
+  type Outcome,
+  type RateLimitFlow,
+  type RateLimitOptions,
+  type RequestReader,
+  settleWhenFinished,
+} from '@floodgate/core';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+
+export {
+  createLimiter,
+  type Decision,
+  FloodgateError,
+  type Limiter,
+  MemoryStore,
+  type RuleOptions,
+} from '@floodgate/core';
+
+declare global {
+  namespace Express {
+    interface Request {
+      /** The rate-limit decision for this request, set by Floodgate's rateLimit(). */
+      rateLimit?: Decision;
+    }
+  }
+}
+
+/** What Express hands a middleware, minus `next`: what `key`, `cost`, `skip` and `message` receive. */
+export type ExpressArgs = [req: Request, res: Response];
+
+/** A custom denial response. Rate-limit headers are already set on `res`. */
+export type ExpressHandler = (req: Request, res: Response, next: NextFunction, decision: Decision) => unknown;
+
+/** Options of `rateLimit()` for Express (see `@floodgate/core` RateLimitOptions). */
+export type ExpressRateLimitOptions = RateLimitOptions<ExpressArgs, ExpressHandler>;
+
+const reader: RequestReader<ExpressArgs> = {
+  clientIp: (req) => req.ip,
+  socketIp: (req) => req.socket?.remoteAddress,
+  header: (name, req) => joinHeader(req.headers[name]),
+};
+
+/**
+ * Key extractors for Express. `keyBy.ip()` reads `req.ip`, so it follows
+ * `app.set('trust proxy', ...)`.
+ *
+ * @example
+ * ```ts
+ * app.post('/sms', rateLimit({ limit: 1, windowMs: 60_000, key: keyBy.header('x-user-id') }), send);
+ * ```
+ */
+export const keyBy: KeyBy<ExpressArgs> = createKeyBy(reader);
+
+function respond(flow: RateLimitFlow<ExpressArgs, ExpressHandler>, outcome: Outcome, req: Request, res: Response, next: NextFunction): void {
+  if (outcome.kind === 'skip') {
+    next();
+    return;
+  }
+  if (!res.headersSent) for (const [name, value] of outcome.headers) res.setHeader(name, value);
+  if (outcome.kind === 'pass') {
+    settleWhenFinished(flow, outcome, res);
+    next();
+    return;
+  }
+  if (outcome.custom && flow.handler !== undefined) {
+    Promise.resolve(flow.handler(req, res, next, outcome.decision)).catch(next);
+    return;
+  }
+  res.status(outcome.status).type(outcome.contentType).send(outcome.body);
+}
+
+/**
+ * Rate-limiting middleware for Express 4 and 5.
+ *
+ * @example
+ * ```ts
+ * import express from 'express';
+ * import { rateLimit } from '@floodgate/express';
+ *
+ * const app = express();
+ * app.use(rateLimit({ limit: 100, windowMs: 60_000 })); // 100 requests a minute per client IP
+ * ```
+ */
+export function rateLimit(options: ExpressRateLimitOptions): RequestHandler {
+  const flow = createRateLimitFlow<ExpressArgs, ExpressHandler>(options, {
+    name: '@floodgate/express',
+    defaultKey: () => keyBy.ip(),
+    expose: (decision, req) => {
+      req.rateLimit = decision;
+    },
+    clientIp: reader.clientIp,
+  });
+  return function floodgateRateLimit(req: Request, res: Response, next: NextFunction): void {
+    flow.run([req, res]).then((outcome) => {
+      try {
+        respond(flow, outcome, req, res, next);
+      } catch (error) {
+        next(error);
+      }
+    }, next);
+  };
+}

@@ -1,0 +1,497 @@
+/*
+ * The adapter contract: one suite of HTTP tests that every adapter (Express,
+ * Koa, Hono) runs against a real server it starts. Same options, same
+ * statuses, same headers, byte for byte. Adapters describe how to mount a
+ * route and read a request; the suite does the rest with fetch.
+ */
+import { describe, expect, it } from 'vitest';
+
+/** A rule/limiter option bag as the adapters take it (typed loosely: the suite is framework-neutral). */
+// biome-ignore lint/suspicious/noExplicitAny: callbacks receive each framework's own request objects.
+export type Options = Record<string, any>;
+
+export interface Route {
+  path: string;
+  method?: 'GET' | 'POST';
+  /** rateLimit() options for this route; several entries stack several middlewares. */
+  options: Options | Options[];
+}
+
+export interface Running {
+  url: string;
+  close(): Promise<void>;
+}
+
+export interface AdapterUnderTest {
+  name: string;
+  /** The adapter's rateLimit. */
+  // biome-ignore lint/suspicious/noExplicitAny: each adapter has its own middleware type.
+  rateLimit(options: Options): any;
+  // biome-ignore lint/suspicious/noExplicitAny: each adapter's keyBy reads its own request type.
+  keyBy: { ip(o?: Options): any; forwardedFor(o?: Options): any; header(name: string, o?: Options): any };
+  /** createLimiter and MemoryStore from @floodgate/core (test-support cannot depend on core). */
+  // biome-ignore lint/suspicious/noExplicitAny: the limiter API is exercised through HTTP only.
+  createLimiter(options: Options): any;
+  /**
+   * Starts a server with `routes`. Each route answers with the status in the
+   * `status` query parameter (default 200) and the decision as JSON (`{ skipped: true }` without one); with
+   * `throw=1` its handler throws; with `hang=1` it never answers; with `wait=<ms>` it answers after that long.
+   * `trustProxy` makes the framework's client address come from X-Forwarded-For.
+   */
+  start(routes: Route[], settings?: { trustProxy?: boolean }): Promise<Running>;
+  /** Reads a request header from what the adapter hands callbacks (for cost/key callbacks). */
+  // biome-ignore lint/suspicious/noExplicitAny: callback arguments are the framework's own.
+  header(args: any[], name: string): string | undefined;
+  /** A denial handler in the adapter's signature that answers 418 with { rule, retryAfter } (the Retry-After header already set). */
+  teapot: unknown;
+  /** Whether the adapter sees a client abandon a request (Node's http server does; fetch-style runtimes do not). */
+  seesAbandonedRequests: boolean;
+}
+
+function manualClock(start = Date.UTC(2026, 0, 1)) {
+  let now = start;
+  return { now: () => now, advance: (ms: number) => (now += ms) };
+}
+
+async function waitFor(condition: () => Promise<boolean>, timeoutMs = 3000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+/** A broken store: what a dead network store looks like to the limiter. */
+const brokenStore = () => {
+  const fail = () => Promise.reject(new Error('store down'));
+  return { consume: fail, peek: fail, refund: fail, reset: fail };
+};
+
+export function adapterContract(adapter: AdapterUnderTest): void {
+  /** Starts `routes`, runs `body`, always closes. */
+  async function serve(
+    routes: Route[],
+    body: (get: (path: string, headers?: Record<string, string>) => Promise<Response>) => Promise<void>,
+    trustProxy = false,
+  ) {
+    const running = await adapter.start(routes, { trustProxy });
+    try {
+      await body((path, headers = {}) => fetch(running.url + path, { headers, method: routes.find((r) => path.startsWith(r.path))?.method ?? 'GET' }));
+    } finally {
+      await running.close();
+    }
+  }
+  const statuses = async (get: (p: string, h?: Record<string, string>) => Promise<Response>, path: string, n: number, headers?: Record<string, string>) => {
+    const out: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const res = await get(path, headers);
+      await res.arrayBuffer();
+      out.push(res.status);
+    }
+    return out;
+  };
+
+  // Only adapters that can see it (not fetch-style runtimes) register these: nothing is skipped.
+  const ifAbandonedRequestsAreVisible = adapter.seesAbandonedRequests ? it : () => {};
+
+  describe(`${adapter.name}: the adapter contract`, () => {
+    it('admits the limit, then answers 429 with exact legacy headers and Retry-After', async () => {
+      const clock = manualClock();
+      clock.advance(15_000);
+      await serve([{ path: '/a', options: { algorithm: 'fixed-window', limit: 2, windowMs: 60_000, now: clock.now } }], async (get) => {
+        const first = await get('/a');
+        expect(first.status).toBe(200);
+        expect(await first.json()).toMatchObject({ allowed: true, remaining: 1, limit: 2, rule: 'default' });
+        expect(first.headers.get('x-ratelimit-limit')).toBe('2');
+        expect(first.headers.get('x-ratelimit-remaining')).toBe('1');
+        expect(first.headers.get('x-ratelimit-reset')).toBe(String((Date.UTC(2026, 0, 1) + 60_000) / 1000));
+        expect(first.headers.get('retry-after')).toBeNull();
+        expect((await get('/a')).status).toBe(200);
+        const denied = await get('/a');
+        expect(denied.status).toBe(429);
+        expect(await denied.text()).toBe('Too many requests, please try again later.');
+        expect(denied.headers.get('content-type')).toMatch(/^text\/plain/);
+        expect(denied.headers.get('x-ratelimit-remaining')).toBe('0');
+        expect(denied.headers.get('retry-after')).toBe('45');
+        clock.advance(45_000);
+        expect((await get('/a')).status).toBe(200);
+      });
+    });
+
+    it('sends draft-8 headers, both sets, or none with headers: false (Retry-After stays)', async () => {
+      const clock = manualClock();
+      const base = { algorithm: 'fixed-window', limit: 1, windowMs: 60_000, now: clock.now };
+      await serve(
+        [
+          { path: '/draft', options: { ...base, headers: 'draft-8' } },
+          { path: '/both', options: { ...base, headers: 'both' } },
+          { path: '/none', options: { ...base, headers: false } },
+        ],
+        async (get) => {
+          const draft = await get('/draft');
+          expect(draft.headers.get('ratelimit-policy')).toBe('"default";q=1;w=60');
+          expect(draft.headers.get('ratelimit')).toBe('"default";r=0;t=60');
+          expect(draft.headers.get('x-ratelimit-limit')).toBeNull();
+          const both = await get('/both');
+          expect([both.headers.get('ratelimit'), both.headers.get('x-ratelimit-remaining')]).toEqual(['"default";r=0;t=60', '0']);
+          const none = await get('/none');
+          expect([...none.headers.keys()].filter((h) => h.includes('ratelimit'))).toEqual([]);
+          const deniedNone = await get('/none');
+          expect(deniedNone.status).toBe(429);
+          expect(deniedNone.headers.get('retry-after')).toBe('60');
+        },
+      );
+    });
+
+    it('answers denials with statusCode and message: text, JSON, a function of the request, or a handler', async () => {
+      const base = { algorithm: 'fixed-window', limit: 1, windowMs: 60_000, now: manualClock().now };
+      await serve(
+        [
+          { path: '/text', options: { ...base, statusCode: 503, message: 'Slow down' } },
+          { path: '/json', options: { ...base, message: { error: 'rate_limited' } } },
+          { path: '/fn', options: { ...base, message: async (...args: unknown[]) => ({ tenant: adapter.header(args, 'x-tenant') ?? null }) } },
+          { path: '/handler', options: { ...base, handler: adapter.teapot } },
+        ],
+        async (get) => {
+          for (const path of ['/text', '/json', '/fn', '/handler']) await (await get(path)).arrayBuffer();
+          const text = await get('/text');
+          expect([text.status, await text.text()]).toEqual([503, 'Slow down']);
+          const json = await get('/json');
+          expect(json.status).toBe(429);
+          expect(json.headers.get('content-type')).toMatch(/^application\/json/);
+          expect(await json.json()).toEqual({ error: 'rate_limited' });
+          expect(await (await get('/fn', { 'x-tenant': 'acme' })).json()).toEqual({ tenant: 'acme' });
+          const teapot = await get('/handler');
+          expect(teapot.status).toBe(418);
+          expect(await teapot.json()).toEqual({ rule: 'default', retryAfter: '60' });
+        },
+      );
+    });
+
+    it('skips requests for which skip() is true', async () => {
+      await serve(
+        [{ path: '/a', options: { limit: 1, windowMs: 60_000, skip: (...args: unknown[]) => adapter.header(args, 'x-internal') === 'yes' } }],
+        async (get) => {
+          const skipped = await get('/a', { 'x-internal': 'yes' });
+          expect(skipped.status).toBe(200);
+          expect(skipped.headers.get('x-ratelimit-limit')).toBeNull();
+          expect(await statuses(get, '/a', 2, { 'x-internal': 'yes' })).toEqual([200, 200]);
+          expect(await statuses(get, '/a', 2)).toEqual([200, 429]);
+        },
+      );
+    });
+
+    it('charges the cost: a number, or a function of the request; a cost above the capacity gets no Retry-After', async () => {
+      await serve(
+        [
+          { path: '/fixed', options: { limit: 10, windowMs: 60_000, cost: 4 } },
+          {
+            path: '/sized',
+            options: { algorithm: 'token-bucket', limit: 10, windowMs: 60_000, cost: (...args: unknown[]) => Number(adapter.header(args, 'x-mb')) },
+          },
+        ],
+        async (get) => {
+          expect((await get('/fixed')).headers.get('x-ratelimit-remaining')).toBe('6');
+          expect((await get('/sized', { 'x-mb': '6' })).headers.get('x-ratelimit-remaining')).toBe('4');
+          expect((await get('/sized', { 'x-mb': '5' })).status).toBe(429);
+          expect((await get('/sized', { 'x-mb': '4' })).status).toBe(200);
+          const never = await get('/sized', { 'x-mb': '11' });
+          expect(never.status).toBe(429);
+          expect(never.headers.get('retry-after')).toBeNull();
+        },
+      );
+    });
+
+    it('answers 500 for a key function returning "" or a bad cost, and keeps serving', async () => {
+      await serve(
+        [
+          { path: '/empty-key', options: { limit: 5, windowMs: 60_000, key: () => '' } },
+          { path: '/bad-cost', options: { limit: 5, windowMs: 60_000, cost: () => 1.5 } },
+          { path: '/throwing-key', options: { limit: 5, windowMs: 60_000, key: () => Promise.reject(new Error('no session store')) } },
+          { path: '/fine', options: { limit: 5, windowMs: 60_000 } },
+        ],
+        async (get) => {
+          expect((await get('/empty-key')).status).toBe(500);
+          expect((await get('/bad-cost')).status).toBe(500);
+          expect((await get('/throwing-key')).status).toBe(500);
+          expect((await get('/fine')).status).toBe(200);
+        },
+      );
+    });
+
+    it('skipSuccessfulRequests counts only responses >= 400', async () => {
+      const limiter = adapter.createLimiter({ algorithm: 'fixed-window', limit: 2, windowMs: 60_000, now: manualClock().now });
+      await serve([{ path: '/a', options: { limiter, skipSuccessfulRequests: true, key: () => 'k' } }], async (get) => {
+        expect(await statuses(get, '/a', 4)).toEqual([200, 200, 200, 200]);
+        await waitFor(async () => (await limiter.peek('k')).remaining === 2);
+        expect(await statuses(get, '/a?status=404', 1)).toEqual([404]);
+        await waitFor(async () => (await limiter.peek('k')).remaining === 1);
+        expect(await statuses(get, '/a?throw=1', 1)).toEqual([500]);
+        await waitFor(async () => (await limiter.peek('k')).remaining === 0);
+        expect(await statuses(get, '/a', 1)).toEqual([429]);
+      });
+    });
+
+    it('skipFailedRequests counts only responses < 400', async () => {
+      const limiter = adapter.createLimiter({ algorithm: 'fixed-window', limit: 2, windowMs: 60_000, now: manualClock().now });
+      await serve([{ path: '/a', options: { limiter, skipFailedRequests: true, key: () => 'k' } }], async (get) => {
+        expect(await statuses(get, '/a?status=500', 3)).toEqual([500, 500, 500]);
+        await waitFor(async () => (await limiter.peek('k')).remaining === 2);
+        expect(await statuses(get, '/a', 3)).toEqual([200, 200, 429]);
+      });
+    });
+
+    ifAbandonedRequestsAreVisible('skipFailedRequests gives back the units of a request the client abandoned', async () => {
+      const limiter = adapter.createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000, now: manualClock().now });
+      const running = await adapter.start([{ path: '/slow', options: { limiter, skipFailedRequests: true, key: () => 'k' } }]);
+      try {
+        const controller = new AbortController();
+        const pending = fetch(`${running.url}/slow?hang=1`, { signal: controller.signal }).catch(() => 'aborted');
+        await waitFor(async () => (await limiter.peek('k')).remaining === 0);
+        controller.abort();
+        expect(await pending).toBe('aborted');
+        await waitFor(async () => (await limiter.peek('k')).remaining === 1);
+      } finally {
+        await running.close();
+      }
+    });
+
+    it('shadow mode decides, sets headers and emits events, but never denies', async () => {
+      const limiter = adapter.createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000, now: manualClock().now });
+      const limited: string[] = [];
+      limiter.on('limited', (e: { key: string }) => limited.push(e.key));
+      await serve([{ path: '/a', options: { limiter, shadow: true, key: () => 'k' } }], async (get) => {
+        expect((await get('/a')).status).toBe(200);
+        const over = await get('/a');
+        expect(over.status).toBe(200);
+        expect(await over.json()).toMatchObject({ allowed: false, remaining: 0 });
+        expect(over.headers.get('x-ratelimit-remaining')).toBe('0');
+        expect(over.headers.get('retry-after')).toBeNull();
+        expect(limited).toEqual(['k']);
+      });
+    });
+
+    it('serves allow-listed clients unlimited and answers deny-listed ones 403 without asking the store (CIDR lists or functions)', async () => {
+      const limiter = adapter.createLimiter({ limit: 1, windowMs: 60_000, store: brokenStore(), onStoreError: 'deny' });
+      limiter.on('error', () => {});
+      const loopback = ['127.0.0.0/8', '::1']; // a client at ::ffff:127.0.0.1 counts as 127.0.0.1
+      await serve(
+        [
+          { path: '/allowed', options: { limit: 1, windowMs: 60_000, allowList: loopback } },
+          { path: '/denied', options: { limiter, denyList: loopback, handler: adapter.teapot } },
+          {
+            path: '/by-header',
+            options: { limit: 1, windowMs: 60_000, denyList: (...args: unknown[]) => adapter.header(args, 'x-banned') === '1', allowList: ['10.0.0.0/8'] },
+          },
+        ],
+        async (get) => {
+          const allowed = await statuses(get, '/allowed', 3);
+          expect(allowed).toEqual([200, 200, 200]);
+          expect((await get('/allowed')).headers.get('x-ratelimit-limit')).toBeNull();
+          const denied = await get('/denied');
+          expect([denied.status, await denied.text(), denied.headers.get('retry-after')]).toEqual([403, 'Forbidden', null]);
+          expect(await statuses(get, '/by-header', 1, { 'x-banned': '1' })).toEqual([403]);
+          expect(await statuses(get, '/by-header', 2)).toEqual([200, 429]);
+        },
+      );
+      expect(() => adapter.rateLimit({ limit: 1, windowMs: 1, allowList: ['10.0.0.0/33'] })).toThrow(expect.objectContaining({ code: 'ERR_FG_OPTION' }));
+      expect(() => adapter.rateLimit({ limit: 1, windowMs: 1, denyList: 'localhost' })).toThrow(expect.objectContaining({ code: 'ERR_FG_OPTION' }));
+    });
+
+    it('limits requests in flight with a concurrency rule, and ends each lease when its response ends', async () => {
+      const limiter = adapter.createLimiter({ algorithm: 'concurrency', limit: 2, windowMs: 60_000 });
+      await serve([{ path: '/slow', options: { limiter, key: () => 'k' } }], async (get) => {
+        const first = await Promise.all(
+          [0, 1, 2].map(async (i) => {
+            if (i === 2) await waitFor(async () => (await limiter.peek('k')).remaining === 0);
+            const res = await get('/slow?wait=300');
+            return res.status;
+          }),
+        );
+        expect(first).toEqual([200, 200, 429]);
+        await waitFor(async () => (await limiter.peek('k')).remaining === 2); // both leases ended with their responses
+        expect(await statuses(get, '/slow?throw=1', 1)).toEqual([500]);
+        await waitFor(async () => (await limiter.peek('k')).remaining === 2); // a failed response ends its lease too
+        expect((await Promise.all([get('/slow?wait=50'), get('/slow?wait=50')])).map((r) => r.status)).toEqual([200, 200]);
+      });
+    });
+
+    ifAbandonedRequestsAreVisible('ends the lease of a request the client abandoned', async () => {
+      const limiter = adapter.createLimiter({ algorithm: 'concurrency', limit: 1, windowMs: 60_000 });
+      const running = await adapter.start([{ path: '/slow', options: { limiter, key: () => 'k' } }]);
+      try {
+        const controller = new AbortController();
+        const pending = fetch(`${running.url}/slow?hang=1`, { signal: controller.signal }).catch(() => 'aborted');
+        await waitFor(async () => (await limiter.peek('k')).remaining === 0);
+        expect((await fetch(`${running.url}/slow`)).status).toBe(429);
+        controller.abort();
+        expect(await pending).toBe('aborted');
+        await waitFor(async () => (await limiter.peek('k')).remaining === 1);
+        expect((await fetch(`${running.url}/slow`)).status).toBe(200);
+      } finally {
+        await running.close();
+      }
+    });
+
+    it('does not let a spoofed X-Forwarded-For change the key while proxies are not trusted', async () => {
+      await serve([{ path: '/a', options: { limit: 2, windowMs: 60_000 } }], async (get) => {
+        const rotating = [];
+        for (let i = 0; i < 4; i++) {
+          const res = await get('/a', { 'x-forwarded-for': `198.51.100.${i}` });
+          await res.arrayBuffer();
+          rotating.push(res.status);
+        }
+        expect(rotating).toEqual([200, 200, 429, 429]);
+      });
+    });
+
+    it('puts IPv6 addresses of one /56 in one bucket, and IPv4-mapped IPv6 with plain IPv4', async () => {
+      await serve(
+        [{ path: '/a', options: { limit: 1, windowMs: 60_000 } }],
+        async (get) => {
+          expect(await statuses(get, '/a', 1, { 'x-forwarded-for': '2001:db8:1234:5601::1' })).toEqual([200]);
+          expect(await statuses(get, '/a', 1, { 'x-forwarded-for': '2001:db8:1234:56ff:abcd::9' })).toEqual([429]);
+          expect(await statuses(get, '/a', 1, { 'x-forwarded-for': '2001:db8:1234:5700::1' })).toEqual([200]);
+          expect(await statuses(get, '/a', 1, { 'x-forwarded-for': '::ffff:203.0.113.7' })).toEqual([200]);
+          expect(await statuses(get, '/a', 1, { 'x-forwarded-for': '203.0.113.7' })).toEqual([429]);
+        },
+        true,
+      );
+    });
+
+    it('keyBy.forwardedFor({ hops }) takes the entry your proxies appended', async () => {
+      await serve([{ path: '/a', options: { limit: 1, windowMs: 60_000, key: adapter.keyBy.forwardedFor({ hops: 2 }) } }], async (get) => {
+        expect(await statuses(get, '/a', 1, { 'x-forwarded-for': 'spoof-1, 198.51.100.1, 10.0.0.1' })).toEqual([200]);
+        expect(await statuses(get, '/a', 1, { 'x-forwarded-for': 'spoof-2, 198.51.100.1, 10.0.0.1' })).toEqual([429]);
+        expect(await statuses(get, '/a', 1, { 'x-forwarded-for': '198.51.100.2, 10.0.0.1' })).toEqual([200]);
+        expect(await statuses(get, '/a', 1)).toEqual([200]); // no header: the socket address
+      });
+    });
+
+    it('keyBy.header() limits per user and falls back to the client IP when the header is missing', async () => {
+      await serve([{ path: '/a', options: { limit: 1, windowMs: 60_000, key: adapter.keyBy.header('x-user-id') } }], async (get) => {
+        expect(await statuses(get, '/a', 2, { 'x-user-id': 'alice' })).toEqual([200, 429]);
+        expect(await statuses(get, '/a', 1, { 'x-user-id': 'bob' })).toEqual([200]);
+        expect(await statuses(get, '/a', 2)).toEqual([200, 429]);
+      });
+    });
+
+    it('applies options per route, and shares one limiter between routes', async () => {
+      const shared = adapter.createLimiter({ algorithm: 'fixed-window', limit: 2, windowMs: 60_000, now: manualClock().now });
+      await serve(
+        [
+          { path: '/one', options: { limiter: shared } },
+          { path: '/two', options: { limiter: shared } },
+          { path: '/own', options: { limit: 5, windowMs: 60_000 } },
+        ],
+        async (get) => {
+          expect(await statuses(get, '/one', 1)).toEqual([200]);
+          expect(await statuses(get, '/two', 1)).toEqual([200]);
+          expect(await statuses(get, '/one', 1)).toEqual([429]);
+          expect(await statuses(get, '/two', 1)).toEqual([429]);
+          expect((await get('/own')).headers.get('x-ratelimit-remaining')).toBe('4');
+        },
+      );
+    });
+
+    it('SMS: 1/minute, 5/hour, 10/day per phone number on one route, naming the rule that binds', async () => {
+      const clock = manualClock();
+      const phone = (...args: unknown[]) => `phone:${adapter.header(args, 'x-phone')}`;
+      await serve(
+        [
+          {
+            path: '/sms',
+            method: 'POST',
+            options: {
+              now: clock.now,
+              key: phone,
+              headers: 'draft-8',
+              rules: [
+                { name: 'per-minute', algorithm: 'fixed-window', limit: 1, windowMs: 60_000 },
+                { name: 'per-hour', algorithm: 'fixed-window', limit: 5, windowMs: 3_600_000 },
+                { name: 'per-day', algorithm: 'fixed-window', limit: 10, windowMs: 86_400_000 },
+              ],
+            },
+          },
+        ],
+        async (get) => {
+          const send = async (number = '+15550100') => {
+            const res = await get('/sms', { 'x-phone': number });
+            const body = await res.text();
+            return { status: res.status, policy: res.headers.get('ratelimit-policy'), retryAfter: res.headers.get('retry-after'), body };
+          };
+          expect((await send()).status).toBe(200);
+          expect(await send()).toMatchObject({ status: 429, policy: '"per-minute";q=1;w=60', retryAfter: '60' });
+          expect((await send('+15550199')).status).toBe(200);
+          for (let i = 0; i < 4; i++) {
+            clock.advance(60_000);
+            expect((await send()).status).toBe(200);
+          }
+          clock.advance(60_000);
+          expect(await send()).toMatchObject({ status: 429, policy: '"per-hour";q=5;w=3600' });
+          clock.advance(3_600_000);
+          for (let i = 0; i < 5; i++) {
+            expect((await send()).status).toBe(200);
+            clock.advance(60_000);
+          }
+          clock.advance(3_600_000);
+          expect(await send()).toMatchObject({ status: 429, policy: '"per-day";q=10;w=86400' });
+        },
+      );
+    });
+
+    it('delays requests in leaky-bucket shape mode, at a constant rate', async () => {
+      // The limiter's clock stands still, so the four arrive at one instant however slow the machine is;
+      // the waits the middleware imposes are real.
+      const options = { algorithm: 'leaky-bucket', mode: 'shape', limit: 10, windowMs: 1000, burst: 3, key: () => 'k', now: manualClock().now };
+      await serve([{ path: '/a', options }], async (get) => {
+        const started = performance.now();
+        const done: number[] = [];
+        const results = await Promise.all(
+          [0, 1, 2, 3].map(async () => {
+            const res = await get('/a');
+            await res.arrayBuffer();
+            done.push(performance.now() - started);
+            return res.status;
+          }),
+        );
+        expect(results.sort()).toEqual([200, 200, 200, 429]);
+        expect(Math.max(...done)).toBeGreaterThanOrEqual(190); // the third waited two emission intervals of 100 ms
+      });
+    });
+
+    it('fails the way onStoreError says: 503 + Retry-After: 1 without numbers (deny), or serves (allow)', async () => {
+      const deny = adapter.createLimiter({ limit: 5, windowMs: 60_000, store: brokenStore(), onStoreError: 'deny' });
+      const allow = adapter.createLimiter({ limit: 5, windowMs: 60_000, store: brokenStore() });
+      deny.on('error', () => {});
+      allow.on('error', () => {});
+      await serve(
+        [
+          { path: '/deny', options: { limiter: deny } },
+          { path: '/allow', options: { limiter: allow } },
+        ],
+        async (get) => {
+          const denied = await get('/deny');
+          expect(denied.status).toBe(503);
+          expect(denied.headers.get('retry-after')).toBe('1');
+          expect(denied.headers.get('x-ratelimit-limit')).toBeNull();
+          const allowed = await get('/allow');
+          expect(allowed.status).toBe(200);
+          expect(allowed.headers.get('x-ratelimit-limit')).toBeNull();
+        },
+      );
+    });
+
+    it('rejects bad options when the middleware is built, with ERR_FG_* codes', () => {
+      expect(() => adapter.rateLimit({ max: 5, windowMs: 1000 })).toThrow(expect.objectContaining({ code: 'ERR_FG_UNKNOWN_OPTION' }));
+      expect(() => adapter.rateLimit({ limit: 5, windowMs: 1000, headers: 'draft-7' })).toThrow(expect.objectContaining({ code: 'ERR_FG_OPTION' }));
+      expect(() => adapter.rateLimit({ limit: 5, windowMs: 1000, statusCode: 200 })).toThrow(expect.objectContaining({ code: 'ERR_FG_OPTION' }));
+      expect(() => adapter.rateLimit({ limit: 0, windowMs: 1000 })).toThrow(expect.objectContaining({ code: 'ERR_FG_LIMIT' }));
+      expect(() => adapter.rateLimit({ limit: 5, windowMs: 1000, cost: 0 })).toThrow(expect.objectContaining({ code: 'ERR_FG_COST' }));
+      expect(() => adapter.rateLimit({ limit: 5, windowMs: 1000, key: 'ip' })).toThrow(expect.objectContaining({ code: 'ERR_FG_OPTION' }));
+      expect(() => adapter.rateLimit({ limiter: adapter.createLimiter({ limit: 1, windowMs: 1 }), limit: 5 })).toThrow(
+        expect.objectContaining({ code: 'ERR_FG_OPTION' }),
+      );
+    });
+  });
+}

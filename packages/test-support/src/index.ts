@@ -1,0 +1,12 @@
+export { type AdapterUnderTest, adapterContract, type Options, type Route, type Running } from './adapter-contract.js';
+export { serveHttp } from './http.js';
+export {
+  freePort,
+  type RedisClusterServers,
+  type RedisSentinelSetup,
+  type RedisServer,
+  startCluster,
+  startRedis,
+  startSentinelSetup,
+  useRedisServer,
+} from './redis.js';
