@@ -1,0 +1,81 @@
+import {
+  createKeyBy,
+  createRateLimitFlow,
+  type Decision,
+  joinHeader,
+  type KeyBy,
+  type RateLimitOptions,
+  type RequestReader,
+  settleWhenFinished,
+} from '@floodgate/core';
+import type { Context, Middleware, Next } from 'koa';
+
+export { createLimiter, type Decision, FloodgateError, type Limiter, MemoryStore, type RuleOptions } from '@floodgate/core';
+
+/** What Koa hands a middleware, minus `next`: what `key`, `cost`, `skip` and `message` receive. */
+export type KoaArgs = [ctx: Context];
+
+/** A custom denial response. Rate-limit headers are already set on `ctx`. */
+export type KoaHandler = (ctx: Context, next: Next, decision: Decision) => unknown;
+
+/** Options of `rateLimit()` for Koa (see `@floodgate/core` RateLimitOptions). */
+export type KoaRateLimitOptions = RateLimitOptions<KoaArgs, KoaHandler>;
+
+/** The state Floodgate adds: `ctx.state.rateLimit`. */
+export interface RateLimitState {
+  rateLimit?: Decision;
+}
+
+const reader: RequestReader<KoaArgs> = {
+  clientIp: (ctx) => ctx.ip,
+  socketIp: (ctx) => ctx.req.socket?.remoteAddress,
+  header: (name, ctx) => joinHeader(ctx.req.headers[name]),
+};
+
+/**
+ * Key extractors for Koa. `keyBy.ip()` reads `ctx.ip`, so it follows
+ * `app.proxy` and `app.maxIpsCount`.
+ *
+ * @example
+ * ```ts
+ * router.post('/sms', rateLimit({ limit: 1, windowMs: 60_000, key: keyBy.header('x-user-id') }), send);
+ * ```
+ */
+export const keyBy: KeyBy<KoaArgs> = createKeyBy(reader);
+
+/**
+ * Rate-limiting middleware for Koa 2 and 3, for `app.use()` or one
+ * `@koa/router` route. The decision is on `ctx.state.rateLimit`.
+ *
+ * @example
+ * ```ts
+ * import Koa from 'koa';
+ * import { rateLimit } from '@floodgate/koa';
+ *
+ * const app = new Koa();
+ * app.use(rateLimit({ limit: 100, windowMs: 60_000 })); // 100 requests a minute per client IP
+ * ```
+ */
+export function rateLimit(options: KoaRateLimitOptions): Middleware<RateLimitState> {
+  const flow = createRateLimitFlow<KoaArgs, KoaHandler>(options, {
+    name: '@floodgate/koa',
+    defaultKey: () => keyBy.ip(),
+    expose: (decision, ctx) => {
+      ctx.state.rateLimit = decision;
+    },
+    clientIp: reader.clientIp,
+  });
+  return async function floodgateRateLimit(ctx, next) {
+    const outcome = await flow.run([ctx as Context]);
+    if (outcome.kind === 'skip') return next();
+    ctx.set(Object.fromEntries(outcome.headers));
+    if (outcome.kind === 'pass') {
+      settleWhenFinished(flow, outcome, ctx.res);
+      return next();
+    }
+    if (outcome.custom && flow.handler !== undefined) return flow.handler(ctx as Context, next, outcome.decision);
+    ctx.status = outcome.status;
+    ctx.type = outcome.contentType;
+    ctx.body = outcome.body;
+  };
+}
