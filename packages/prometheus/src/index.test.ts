@@ -1,0 +1,74 @@
+import { createLimiter } from '@floodgate/core';
+import { rateLimit } from '@floodgate/express';
+import express from 'express';
+import { Registry } from 'prom-client';
+import request from 'supertest';
+import { describe, expect, it } from 'vitest';
+import { instrument } from './index.js';
+
+/** Reads one sample from Prometheus text output. */
+function sample(text: string, metric: string, labels: Record<string, string>): number | undefined {
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${metric}{`) && !line.startsWith(`${metric} `)) continue;
+    if (wanted.every((label) => line.includes(label))) return Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return undefined;
+}
+
+describe('instrument', () => {
+  it('counts decisions by rule and outcome, store latency, and keys near their limit', async () => {
+    const registry = new Registry();
+    const limiter = createLimiter({
+      rules: [
+        { name: 'per-second', algorithm: 'gcra', limit: 100, windowMs: 1_000 },
+        { name: 'per-minute', algorithm: 'fixed-window', limit: 5, windowMs: 60_000 },
+      ],
+    });
+    instrument(limiter, { name: 'api', registry });
+    for (let i = 0; i < 10; i++) await limiter.consume('alice');
+    for (let i = 0; i < 4; i++) await limiter.consume('bob');
+    await limiter.consume('carol');
+    const text = await registry.metrics();
+    expect(sample(text, 'floodgate_decisions_total', { limiter: 'api', rule: 'per-minute', outcome: 'allowed' })).toBe(10);
+    expect(sample(text, 'floodgate_decisions_total', { limiter: 'api', rule: 'per-minute', outcome: 'limited' })).toBe(5);
+    expect(sample(text, 'floodgate_store_latency_seconds_count', { limiter: 'api' })).toBe(15);
+    // alice used 5 of 5, bob 4 of 5 (80%), carol 1 of 5.
+    expect(sample(text, 'floodgate_keys_near_limit', { limiter: 'api', rule: 'per-minute' })).toBe(2);
+    expect(sample(text, 'floodgate_keys_near_limit', { limiter: 'api', rule: 'per-second' })).toBeUndefined();
+  });
+
+  it('counts store errors, and stops when asked', async () => {
+    const registry = new Registry();
+    const fail = () => Promise.reject(new Error('down'));
+    const limiter = createLimiter({ limit: 5, windowMs: 1_000, store: { consume: fail, peek: fail, refund: fail, reset: fail } });
+    const stop = instrument(limiter, { name: 'broken', registry });
+    await limiter.consume('k');
+    await limiter.consume('k');
+    stop();
+    await limiter.consume('k');
+    expect(sample(await registry.metrics(), 'floodgate_store_errors_total', { limiter: 'broken' })).toBe(2);
+  });
+
+  it('serves real Prometheus output at /metrics next to a limited Express app', async () => {
+    const registry = new Registry();
+    const limiter = createLimiter({ algorithm: 'fixed-window', limit: 2, windowMs: 60_000 });
+    instrument(limiter, { name: 'web', registry });
+    const app = express();
+    app.get('/metrics', async (_req, res) => {
+      res.type(registry.contentType).send(await registry.metrics());
+    });
+    app.use(rateLimit({ limiter }));
+    app.get('/', (_req, res) => {
+      res.send('ok');
+    });
+    for (let i = 0; i < 3; i++) await request(app).get('/');
+    const scraped = await request(app).get('/metrics');
+    expect(scraped.status).toBe(200);
+    expect(scraped.headers['content-type']).toContain('text/plain');
+    expect(scraped.text).toContain('# TYPE floodgate_decisions_total counter');
+    expect(sample(scraped.text, 'floodgate_decisions_total', { limiter: 'web', outcome: 'allowed' })).toBe(2);
+    expect(sample(scraped.text, 'floodgate_decisions_total', { limiter: 'web', outcome: 'limited' })).toBe(1);
+    expect(sample(scraped.text, 'floodgate_keys_near_limit', { limiter: 'web', rule: 'default' })).toBe(1);
+  });
+});

@@ -1,0 +1,127 @@
+import type { Limiter, RuleDecision } from '@floodgate/core';
+import { Counter, register as defaultRegistry, Gauge, Histogram, type Registry } from 'prom-client';
+
+export interface InstrumentOptions {
+  /** The `limiter` label: which limiter the metrics are about. */
+  name: string;
+  /** Where the metrics are registered. @defaultValue prom-client's default registry */
+  registry?: Registry;
+  /** A key counts as near its limit once it has used this share of a rule's limit. @defaultValue 0.8 */
+  nearLimitRatio?: number;
+  /** Most keys tracked for the near-limit gauge (the least recently seen are dropped beyond it). @defaultValue 100_000 */
+  maxTrackedKeys?: number;
+}
+
+interface Metrics {
+  decisions: Counter<'limiter' | 'rule' | 'outcome'>;
+  errors: Counter<'limiter'>;
+  latency: Histogram<'limiter'>;
+  nearLimit: Gauge<'limiter' | 'rule'>;
+  /** Per limiter: key + rule -> when its near-limit state ends (ms). */
+  tracked: Map<string, Map<string, { rule: string; until: number }>>;
+}
+
+const perRegistry = new WeakMap<Registry, Metrics>();
+
+/** One set of metric objects per registry, shared by every instrumented limiter (told apart by the `limiter` label). */
+function metricsFor(registry: Registry): Metrics {
+  let metrics = perRegistry.get(registry);
+  if (metrics !== undefined) return metrics;
+  const tracked = new Map<string, Map<string, { rule: string; until: number }>>();
+  metrics = {
+    tracked,
+    decisions: new Counter({
+      name: 'floodgate_decisions_total',
+      help: 'Rate-limit decisions, by limiter, binding rule and outcome (allowed or limited).',
+      labelNames: ['limiter', 'rule', 'outcome'],
+      registers: [registry],
+    }),
+    errors: new Counter({
+      name: 'floodgate_store_errors_total',
+      help: 'Store failures and timeouts (onStoreError decided).',
+      labelNames: ['limiter'],
+      registers: [registry],
+    }),
+    latency: new Histogram({
+      name: 'floodgate_store_latency_seconds',
+      help: 'Time a decision took, store round trip included.',
+      labelNames: ['limiter'],
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+      registers: [registry],
+    }),
+    nearLimit: new Gauge({
+      name: 'floodgate_keys_near_limit',
+      help: 'Keys that have used at least the near-limit share (80% by default) of a rule, and are not yet back to full capacity.',
+      labelNames: ['limiter', 'rule'],
+      registers: [registry],
+      collect() {
+        const now = Date.now();
+        this.reset();
+        for (const [limiter, keys] of tracked) {
+          const counts = new Map<string, number>();
+          for (const [id, entry] of keys) {
+            if (entry.until <= now) keys.delete(id);
+            else counts.set(entry.rule, (counts.get(entry.rule) ?? 0) + 1);
+          }
+          for (const [rule, count] of counts) this.set({ limiter, rule }, count);
+        }
+      },
+    }),
+  };
+  perRegistry.set(registry, metrics);
+  return metrics;
+}
+
+/**
+ * Counts what a limiter decides into Prometheus metrics:
+ * `floodgate_decisions_total{limiter,rule,outcome}`,
+ * `floodgate_store_errors_total{limiter}`,
+ * `floodgate_store_latency_seconds{limiter}` and
+ * `floodgate_keys_near_limit{limiter,rule}`. Returns a function that stops it.
+ *
+ * @example
+ * ```ts
+ * import { register } from 'prom-client';
+ * instrument(limiter, { name: 'api' });
+ * app.get('/metrics', async (_req, res) => res.type(register.contentType).send(await register.metrics()));
+ * ```
+ */
+export function instrument(limiter: Limiter, options: InstrumentOptions): () => void {
+  const { name, registry = defaultRegistry, nearLimitRatio = 0.8, maxTrackedKeys = 100_000 } = options;
+  if (typeof name !== 'string' || name === '') throw new TypeError('instrument() needs a name for the limiter label');
+  const metrics = metricsFor(registry);
+  const keys = new Map<string, { rule: string; until: number }>();
+  metrics.tracked.set(name, keys);
+
+  const track = (key: string, rules: RuleDecision[]) => {
+    const now = Date.now();
+    for (const r of rules) {
+      const id = `${r.name}\u0000${key}`;
+      keys.delete(id); // re-inserted below: the Map stays ordered by last sight
+      if (r.limit > 0 && r.limit - r.remaining >= nearLimitRatio * r.limit && r.resetMs > 0) {
+        if (keys.size >= maxTrackedKeys) keys.delete(keys.keys().next().value as string);
+        keys.set(id, { rule: r.name, until: now + r.resetMs });
+      }
+    }
+  };
+
+  const offAllowed = limiter.on('allowed', ({ key, rule, decision, latencyMs }) => {
+    metrics.decisions.inc({ limiter: name, rule, outcome: 'allowed' });
+    metrics.latency.observe({ limiter: name }, latencyMs / 1000);
+    track(key, decision.rules);
+  });
+  const offLimited = limiter.on('limited', ({ key, rule, decision, latencyMs }) => {
+    metrics.decisions.inc({ limiter: name, rule, outcome: 'limited' });
+    metrics.latency.observe({ limiter: name }, latencyMs / 1000);
+    track(key, decision.rules);
+  });
+  const offError = limiter.on('error', () => {
+    metrics.errors.inc({ limiter: name });
+  });
+  return () => {
+    offAllowed();
+    offLimited();
+    offError();
+    metrics.tracked.delete(name);
+  };
+}
