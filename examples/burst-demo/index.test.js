@@ -1,0 +1,18 @@
+// The demo is part of the README's quick start: CI runs it and checks what it prints.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { test } from 'node:test';
+import { promisify } from 'node:util';
+
+test('the burst demo admits 5 of 8 requests and shows the download quota', async () => {
+  const { stdout } = await promisify(execFile)(process.execPath, ['index.js'], { cwd: import.meta.dirname, timeout: 30_000 });
+  const burst = stdout.split('\n').filter((line) => /^\d\s/.test(line));
+  assert.deepEqual(
+    burst.map((line) => line.split(/\s+/)[1]),
+    ['200', '200', '200', '200', '200', '429', '429', '429'],
+  );
+  assert.match(stdout, /GET \/download\/8\s+200\s+12/);
+  assert.match(stdout, /GET \/download\/8\s+429\s+4\s+\d+/);
+  assert.match(stdout, /GET \/download\/3\s+200\s+1/);
+  assert.match(stdout, /GET \/download\/25\s+429\s+1\s+-/);
+});

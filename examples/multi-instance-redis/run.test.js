@@ -1,0 +1,40 @@
+// CI runs the whole demo: a private redis-server, two app processes, both
+// hammered at once. Across both, exactly the limit is admitted, everything
+// else is a 429 (no 503: Redis answered every call), and every process the
+// demo started is gone afterwards.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { test } from 'node:test';
+import { promisify } from 'node:util';
+
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+test('two instances behind one Redis admit exactly the shared limit between them', async () => {
+  const { stdout } = await promisify(execFile)(process.execPath, ['run.js'], { cwd: import.meta.dirname, timeout: 90_000 });
+  const perApp = [...stdout.matchAll(/^app ([ab]): (\d+) admitted, (\d+) denied \(429\)$/gm)].map((m) => ({
+    app: m[1],
+    admitted: Number(m[2]),
+    denied: Number(m[3]),
+  }));
+  assert.equal(perApp.length, 2, `a line per app without other statuses:\n${stdout}`);
+  for (const { app, admitted, denied } of perApp) assert.equal(admitted + denied, 40, `app ${app}`);
+
+  const total = /^total admitted: (\d+) \(the shared limit is (\d+)\)$/m.exec(stdout);
+  assert.ok(total, stdout);
+  assert.equal(Number(total[2]), 30);
+  assert.equal(Number(total[1]), 30);
+  assert.equal(perApp[0].admitted + perApp[1].admitted, 30);
+
+  const redisPort = Number(/^redis-server \(pid \d+\) on 127\.0\.0\.1:(\d+)$/m.exec(stdout)?.[1]);
+  assert.ok(redisPort > 0 && redisPort !== 6379, 'a private redis-server on a free port');
+  const pids = [...stdout.matchAll(/^stopped (?:app [ab]|redis-server) \(pid (\d+)\)$/gm)].map((m) => Number(m[1]));
+  assert.equal(pids.length, 3, 'both apps and redis-server stopped');
+  for (const pid of pids) assert.equal(alive(pid), false, `pid ${pid} is gone`);
+});
