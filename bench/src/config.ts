@@ -1,0 +1,92 @@
+/*
+ * How much work each benchmark does. `pnpm bench` runs the full profile (the
+ * one BENCHMARKS.md is written from, ~10 minutes); `pnpm bench --quick` is a
+ * smoke run for CI (under 2 minutes) whose numbers are too short to quote.
+ */
+
+export type Section = 'memory' | 'redis' | 'http' | 'accuracy';
+export const sections: readonly Section[] = ['memory', 'redis', 'http', 'accuracy'];
+
+export interface BenchConfig {
+  quick: boolean;
+  /** Sections to run (`--only=memory,redis`); all by default. */
+  only: ReadonlySet<Section>;
+  /** Whether to write BENCHMARKS.md and docs/benchmarks.svg (full runs of every section only, unless --write). */
+  write: boolean;
+  memory: {
+    /** Measured rounds; each round runs every contender once, in a rotated order. */
+    rounds: number;
+    /** Decisions per measurement on the hot key (after a warm-up of a quarter as many). */
+    hotOps: number;
+    /** Decisions per measurement on random keys (after one call per key and a warm-up). */
+    randomOps: number;
+    /** Distinct keys in the "random keys" scenario. */
+    randomKeys: number;
+    /** Keys held when the heap is measured. */
+    heapKeys: number;
+  };
+  redis: {
+    rounds: number;
+    sequentialOps: number;
+    concurrentOps: number;
+    /** Calls in flight in the concurrent scenario. */
+    inFlight: number;
+    /** Key counts at which Redis bytes per key are measured. */
+    memoryKeys: number[];
+  };
+  http: {
+    rounds: number;
+    connections: number;
+    warmupSeconds: number;
+    durationSeconds: number;
+  };
+  accuracy: {
+    processes: number;
+    callsPerProcess: number;
+    limit: number;
+    /** Calls each process keeps in flight. */
+    inFlight: number;
+  };
+  /** Hard stop for the whole run: the benchmark never hangs CI. */
+  deadlineMs: number;
+}
+
+const full: Omit<BenchConfig, 'quick' | 'only' | 'write'> = {
+  memory: { rounds: 5, hotOps: 5_000_000, randomOps: 1_000_000, randomKeys: 100_000, heapKeys: 1_000_000 },
+  redis: { rounds: 5, sequentialOps: 10_000, concurrentOps: 40_000, inFlight: 64, memoryKeys: [16_384, 10_000] },
+  http: { rounds: 4, connections: 50, warmupSeconds: 2, durationSeconds: 4 },
+  accuracy: { processes: 4, callsPerProcess: 3_000, limit: 1_000, inFlight: 32 },
+  deadlineMs: 30 * 60_000,
+};
+
+const quick: Omit<BenchConfig, 'quick' | 'only' | 'write'> = {
+  memory: { rounds: 2, hotOps: 500_000, randomOps: 200_000, randomKeys: 100_000, heapKeys: 100_000 },
+  redis: { rounds: 2, sequentialOps: 1_000, concurrentOps: 4_000, inFlight: 64, memoryKeys: [16_384, 10_000] },
+  http: { rounds: 1, connections: 50, warmupSeconds: 0.5, durationSeconds: 1 },
+  accuracy: { processes: 4, callsPerProcess: 3_000, limit: 1_000, inFlight: 32 },
+  deadlineMs: 5 * 60_000,
+};
+
+/** `--quick`, `--only=a,b`, `--write` / `--no-write`. */
+export function parseArgs(argv: readonly string[]): BenchConfig {
+  let isQuick = false;
+  let only: Set<Section> = new Set(sections);
+  let write: boolean | undefined;
+  for (const arg of argv) {
+    if (arg === '--') continue;
+    if (arg === '--quick') isQuick = true;
+    else if (arg === '--write') write = true;
+    else if (arg === '--no-write') write = false;
+    else if (arg.startsWith('--only=')) {
+      const names = arg.slice('--only='.length).split(',');
+      for (const name of names) if (!sections.includes(name as Section)) throw new Error(`--only: unknown section '${name}' (${sections.join(', ')})`);
+      only = new Set(names as Section[]);
+    } else {
+      throw new Error(`Unknown argument '${arg}'. Usage: pnpm bench [--quick] [--only=${sections.join(',')}] [--write|--no-write]`);
+    }
+  }
+  const profile = isQuick ? quick : full;
+  // A report is only worth writing from a full run of every section.
+  const complete = !isQuick && only.size === sections.length;
+  return { ...profile, quick: isQuick, only, write: write ?? complete };
+}

@@ -1,0 +1,299 @@
+/*
+ * BENCHMARKS.md from one run: the targets of issue 7 first, then one table
+ * per benchmark (medians over rounds, ratios as medians of per-round
+ * ratios), the machine, the method, and the profiles that explain the
+ * targets a run misses. Everything here is computed from the results: the
+ * file is regenerated, never edited by hand.
+ */
+import type { HttpRow } from './http.js';
+import { frameworks } from './http-apps.js';
+import type { BenchResults } from './results.js';
+import { formatNumber, formatRate, formatRatio, median, pairedRatio } from './stats.js';
+import type { Target } from './targets.js';
+
+type Cell = string | number;
+
+function table(header: Cell[], rows: Cell[][], align?: ('l' | 'r')[]): string {
+  const rule = header.map((_, i) => ((align?.[i] ?? (i === 0 ? 'l' : 'r')) === 'r' ? '---:' : '---'));
+  return [header, rule, ...rows].map((row) => `| ${row.map(String).join(' | ')} |`).join('\n');
+}
+
+const mark = (holds: boolean) => (holds ? '✅ holds' : '❌ does not hold');
+
+function targetsSection(targets: readonly Target[]): string {
+  const held = targets.filter((t) => t.holds).length;
+  const lines = [
+    '## Targets of issue 7 in this run',
+    '',
+    `${held} of ${targets.length} hold.`,
+    '',
+    table(
+      ['area', 'target', 'measured', ''],
+      targets.map((t) => [t.area, t.requirement, t.measured, mark(t.holds)]),
+      ['l', 'l', 'r', 'l'],
+    ),
+  ];
+  const missed = targets.filter((t) => !t.holds && t.bound !== undefined);
+  if (missed.length > 0) {
+    lines.push('', '### What bounds the targets that do not hold', '');
+    for (const t of missed) lines.push(`- **${t.requirement}** (${t.measured}): ${t.bound}`);
+  }
+  return lines.join('\n');
+}
+
+function memorySection(results: BenchResults): string {
+  const memory = results.memory;
+  if (memory === undefined) return '';
+  const t = memory.throughput;
+  const keysLabel = `${memory.randomKeys / 1000}k random keys`;
+  const rows = memory.contenders.map((c) => [
+    c.floodgate ? `**${c.label}**` : c.label,
+    formatRate(median(t.hot[c.id])),
+    formatRatio(pairedRatio(t.hot[c.id], t.hot.map)),
+    formatRate(median(t.random[c.id])),
+    formatRatio(pairedRatio(t.random[c.id], t.random.map)),
+    formatNumber(memory.heapBytesPerKey[c.id]),
+  ]);
+  const versus = memory.contenders
+    .filter((c) => c.floodgate)
+    .map((c) => [
+      `**${c.label}**`,
+      formatRatio(pairedRatio(t.hot[c.id], t.hot['express-rate-limit'])),
+      formatRatio(pairedRatio(t.random[c.id], t.random['express-rate-limit'])),
+      formatRatio(pairedRatio(t.hot[c.id], t.hot['rate-limiter-flexible'])),
+      formatRatio(pairedRatio(t.random[c.id], t.random['rate-limiter-flexible'])),
+    ]);
+  const denied = Object.entries(memory.denied).filter(([, n]) => n > 0);
+  return [
+    '## In-process memory store',
+    '',
+    `Each store's decision function called directly and awaited in turn, ${memory.ops.hot.toLocaleString('en-US')} calls per measurement on the hot key ` +
+      `and ${memory.ops.random.toLocaleString('en-US')} on random keys, ${memory.contenders.length} contenders × ${memory.throughput.hot.map.length} rounds, ` +
+      `every call admitted (limits out of reach). "${keysLabel}": keys drawn uniformly from ${memory.randomKeys.toLocaleString('en-US')} ` +
+      `IPv4-like strings, the same pre-generated sequence for every library, all keys present before timing starts. ` +
+      `Heap: bytes the store adds per key with ${memory.heapKeys.toLocaleString('en-US')} keys (the key strings exist before the first reading; JS heap + external memory).`,
+    '',
+    table(['store', 'hot key /s', '× Map', `${keysLabel} /s`, '× Map', `heap B/key (${memory.heapKeys / 1e6}M keys)`], rows),
+    '',
+    'Floodgate against the peers (median of per-round ratios):',
+    '',
+    table(
+      [
+        'Floodgate',
+        '× express-rate-limit, hot key',
+        `× express-rate-limit, ${keysLabel}`,
+        '× rate-limiter-flexible, hot key',
+        `× rate-limiter-flexible, ${keysLabel}`,
+      ],
+      versus,
+    ),
+    ...(denied.length > 0 ? ['', `Calls not admitted (should be none): ${denied.map(([id, n]) => `${id} ${n}`).join(', ')}.`] : []),
+  ].join('\n');
+}
+
+function redisSection(results: BenchResults): string {
+  const redis = results.redis;
+  if (redis === undefined) return '';
+  const t = redis.throughput;
+  const micros = redis.redisMicrosPerCall;
+  const rows = redis.contenders.map((c) => [
+    c.floodgate ? `**${c.label}**` : c.label,
+    formatRate(median(t.sequential[c.id] ?? [])),
+    formatRatio(pairedRatio(t.sequential[c.id] ?? [], t.sequential.floor ?? [])),
+    formatRate(median(t.concurrent[c.id] ?? [])),
+    formatRatio(pairedRatio(t.concurrent[c.id] ?? [], t.concurrent.floor ?? [])),
+    formatNumber(median(micros.concurrent[c.id] ?? []), 1),
+  ]);
+  const counts = [...new Set(redis.memory.map((row) => row.keys))];
+  const contenders = [...new Set(redis.memory.map((row) => row.contender))];
+  const memoryRows = contenders.map((id) => {
+    const first = redis.memory.find((row) => row.contender === id);
+    return [
+      id.startsWith('floodgate-') ? `**${id}**` : id,
+      `\`${first?.exampleKey ?? ''}\``,
+      ...counts.map((n) => formatNumber(redis.memory.find((row) => row.contender === id && row.keys === n)?.bytesPerKey ?? Number.NaN, 1)),
+    ];
+  });
+  const failures = Object.entries(redis.failures).filter(([, f]) => f !== undefined && f.notAdmitted + f.errors > 0);
+  return [
+    '## In-process Redis store',
+    '',
+    `One ioredis connection to a private redis-server ${redis.redisVersion} on loopback, shared by every contender; each call awaited in turn ` +
+      `(${redis.sequentialOps.toLocaleString('en-US')} calls per measurement), and ${redis.inFlight} calls in flight ` +
+      `(${redis.concurrentOps.toLocaleString('en-US')} calls). The floor is one EVALSHA of a 3-line INCR + PEXPIRE script on the same connection. ` +
+      'Keys: the random IPv4-like sequence of the memory benchmark; the keyspace is flushed before each measurement. ' +
+      '"Redis µs/call" is the time Redis itself spent in the script per decision (INFO commandstats, 64 in flight): with calls in flight, Redis\'s single thread is the bottleneck.',
+    '',
+    table(['store', 'sequential /s', '× floor', `${redis.inFlight} in flight /s`, '× floor', 'Redis µs/call'], rows),
+    '',
+    `Redis bytes per key (used_memory delta over N keys, one rule, each library's default key naming, client key \`10.x.y.z\`). At 16 384 keys Redis's main hash table is full; at 10 000 it is partly empty and each key carries a larger share of it.`,
+    '',
+    table(['store', 'key for client 10.0.0.1', ...counts.map((n) => `${n.toLocaleString('en-US')} keys`)], memoryRows, [
+      'l',
+      'l',
+      ...counts.map(() => 'r' as const),
+    ]),
+    ...(failures.length > 0
+      ? [
+          '',
+          `Calls not admitted or failed (should be none): ${failures.map(([id, f]) => `${id}: ${f?.notAdmitted} not admitted, ${f?.errors} errors (${f?.firstError ?? ''})`).join('; ')}.`,
+        ]
+      : []),
+  ].join('\n');
+}
+
+function httpSection(results: BenchResults): string {
+  const http = results.http;
+  if (http === undefined) return '';
+  const rows: Cell[][] = [];
+  for (const framework of frameworks) {
+    const group = http.rows.filter((r) => r.framework === framework);
+    const bare = group.find((r) => r.variant === 'bare') as HttpRow;
+    for (const row of group) {
+      const added = row === bare ? [] : row.requestsPerSecond.map((rps, i) => 1e6 / rps - 1e6 / (bare.requestsPerSecond[i] as number));
+      rows.push([
+        row.variant.startsWith('floodgate') ? `**${row.label}**` : row.label,
+        formatNumber(median(row.requestsPerSecond)),
+        row === bare ? '1.00×' : formatRatio(pairedRatio(row.requestsPerSecond, bare.requestsPerSecond)),
+        row === bare ? '–' : formatNumber(median(added), 1),
+        formatNumber(median(row.latencyMs), 2),
+        row.errors + row.timeouts,
+        row.non2xx,
+        `${formatNumber(median(row.loadGeneratorCpu))} / ${formatNumber(median(row.serverCpu))} / ${formatNumber(median(row.redisCpu))}`,
+      ]);
+    }
+  }
+  return [
+    '## HTTP',
+    '',
+    `autocannon in the harness process, ${http.connections} connections, ${http.durationSeconds} s per measurement after a warm-up, ` +
+      `${http.rounds} rounds in a rotated order; each server in a child process of its own, \`GET /\` answering \`ok\`. ` +
+      'Every limiter keys by client IP (all requests come from 127.0.0.1: one hot key), keeps its default headers, and has a limit no run reaches. ' +
+      "Floodgate runs its default algorithm (sliding-window) through each framework's adapter; its Redis rows use `new RedisStore({ client })` on an ioredis client. " +
+      '"Added µs/request" is 1/req·s⁻¹ of the row minus that of the bare framework, per round: the server time the limiter adds per request at saturation. ' +
+      'CPU columns: % of one core used during the measurement by the load generator (autocannon), the server, and redis-server; this machine has ' +
+      `${results.machine.cores} cores, so when they add up to ~${results.machine.cores * 100}% the machine, not the server, sets the rate.`,
+    '',
+    table(['server', 'req/s', '× bare', 'added µs/request', 'mean latency ms', 'errors', 'non-2xx', 'CPU % autocannon / server / redis'], rows),
+  ].join('\n');
+}
+
+function accuracySection(results: BenchResults): string {
+  const { accuracy, boundary } = results;
+  const parts: string[] = ['## Accuracy'];
+  if (accuracy !== undefined) {
+    parts.push(
+      '',
+      `${accuracy.processes} processes, each with its own ioredis connection and ${accuracy.inFlight} calls in flight, make ${accuracy.callsPerProcess.toLocaleString('en-US')} calls each at once ` +
+        `on one key limited to ${accuracy.limit.toLocaleString('en-US')} per day (nothing refills during the race). An exact limiter admits exactly ${accuracy.limit}.`,
+      '',
+      table(
+        ['limiter', 'admitted', 'of', 'errors'],
+        accuracy.rows.map((r) => [r.contender.startsWith('floodgate') ? `**${r.label}**` : r.label, r.admitted, r.attempted, r.errors]),
+      ),
+    );
+  }
+  if (boundary !== undefined) {
+    parts.push(
+      '',
+      `Boundary burst: a rule of ${boundary.limit} per ${boundary.windowMs} ms on the memory store with an injected clock; a client with its full allowance ` +
+        `arrives ${boundary.spanMs / 2} ms before a window edge and calls until refused, every ms, until ${boundary.spanMs / 2} ms after it. ` +
+        `Admitted in those ${boundary.spanMs} ms:`,
+      '',
+      table(
+        ['algorithm', 'before the edge', 'after the edge', `total in ${boundary.spanMs} ms`, '× limit'],
+        boundary.rows.map((r) => [r.algorithm, r.beforeEdge, r.afterEdge, r.total, formatRatio(r.total / boundary.limit)]),
+      ),
+    );
+  }
+  return parts.length > 1 ? parts.join('\n') : '';
+}
+
+function profilesSection(results: BenchResults): string {
+  const profiles = results.profiles;
+  if (profiles === undefined || profiles.length === 0) return '';
+  const parts = [
+    "## Profiles of Floodgate's hot paths",
+    '',
+    "V8's sampling CPU profiler (what `node --cpu-prof` runs), started and stopped around the measured loop only; self time as % of samples. " +
+      'The .cpuprofile files stay in `bench/profiles/` after a run (git-ignored; open them in Chrome DevTools or speedscope). ' +
+      'Function names and lines are those of the built `dist/` bundles.',
+  ];
+  for (const profile of profiles) {
+    parts.push(
+      '',
+      `### ${profile.scenario}`,
+      '',
+      `By package: ${profile.byPackage.map((f) => `${f.name} ${f.selfPercent}%`).join(', ')}.`,
+      '',
+      table(
+        ['function (self time)', '%'],
+        profile.topFunctions.map((f) => [`\`${f.name}\``, f.selfPercent]),
+      ),
+    );
+  }
+  return parts.join('\n');
+}
+
+function machineSection(results: BenchResults): string {
+  const m = results.machine;
+  return [
+    '## Machine and versions',
+    '',
+    table(
+      ['', ''],
+      [
+        ['CPU', `${m.cpu} (${m.cores} cores)`],
+        ['memory', `${m.memoryGb} GB`],
+        ['OS', m.os],
+        ['Node', m.node],
+        ['Redis', m.redis],
+        ['load average at start', m.loadAverage.join(', ')],
+        ['Floodgate commit', m.commit],
+        ...Object.entries(m.libraries).map(([name, version]) => [name, version]),
+      ],
+      ['l', 'l'],
+    ),
+  ].join('\n');
+}
+
+export function renderReport(results: BenchResults, targets: readonly Target[]): string {
+  const minutes = (results.elapsedMs / 60_000).toFixed(1);
+  const sections = [
+    '# Benchmarks',
+    '',
+    `Generated by \`${results.command}\` on ${results.startedAt} (${minutes} min${results.quick ? ', quick profile: too short to quote' : ''}). ` +
+      'Do not edit: run it again.',
+    '',
+    'Floodgate against what its users would pick instead, in one run on one machine. ' +
+      'This machine is shared and has two cores: absolute numbers drift from minute to minute, so the figure of merit is the **ratio** between ' +
+      'contenders measured back to back in the same round (each ratio below is the median of the per-round ratios; rates are medians over rounds).',
+    '',
+    '![Ratios of this run](docs/benchmarks.svg)',
+    '',
+    targetsSection(targets),
+    '',
+    memorySection(results),
+    '',
+    redisSection(results),
+    '',
+    httpSection(results),
+    '',
+    accuracySection(results),
+    '',
+    profilesSection(results),
+    '',
+    machineSection(results),
+    '',
+    '## Method',
+    '',
+    '- `pnpm bench` builds the packages (turbo) and runs `bench/src/main.ts` with `node --import tsx`; the bench imports the **built** packages (`dist/`), as users do.',
+    "- Every in-process memory measurement runs in a fresh child process (`bench/src/memory-worker.ts`): no contender inherits another's heap, garbage or JIT type feedback. " +
+      "Each round runs every contender once, starting with a different one; the calls are the libraries' own decision functions (`increment(key)`, `consume(key)`), awaited in a plain loop.",
+    '- Redis servers are private (`redis-server` on a free loopback port, nothing persisted), started and killed by the harness.',
+    '- HTTP servers run in child processes, autocannon in the harness process; each measurement starts a fresh server, warms it up, then measures.',
+    '- `pnpm bench --quick` runs everything with fewer rounds, calls and keys and 1 s HTTP runs: a smoke test (CI), not a measurement. It never fails on timing.',
+    '',
+  ];
+  return `${sections.filter((s, i, all) => !(s === '' && all[i - 1] === '')).join('\n')}\n`;
+}

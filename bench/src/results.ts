@@ -1,0 +1,23 @@
+/** Everything one run measured: what report.ts, targets.ts and chart.ts read. */
+import type { AccuracyResults } from './accuracy.js';
+import type { BoundaryResults } from './boundary.js';
+import type { HttpResults } from './http.js';
+import type { Machine } from './machine.js';
+import type { MemoryResults } from './memory.js';
+import type { Profile } from './profile.js';
+import type { RedisResults } from './redis.js';
+
+export interface BenchResults {
+  /** The command that produced the run, as typed. */
+  command: string;
+  quick: boolean;
+  startedAt: string;
+  elapsedMs: number;
+  machine: Machine;
+  memory?: MemoryResults;
+  redis?: RedisResults;
+  http?: HttpResults;
+  accuracy?: AccuracyResults;
+  boundary?: BoundaryResults;
+  profiles?: Profile[];
+}
