@@ -156,6 +156,9 @@ export function adapterContract(adapter: AdapterUnderTest): void {
           for (const path of ['/text', '/json', '/fn', '/handler']) await (await get(path)).arrayBuffer();
           const text = await get('/text');
           expect([text.status, await text.text()]).toEqual([503, 'Slow down']);
+          // A 503 the user chose is a rate-limit denial like any other: the real wait, and the numbers.
+          expect(text.headers.get('retry-after')).toBe('60');
+          expect(text.headers.get('x-ratelimit-remaining')).toBe('0');
           const json = await get('/json');
           expect(json.status).toBe(429);
           expect(json.headers.get('content-type')).toMatch(/^application\/json/);

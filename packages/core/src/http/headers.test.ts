@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { Decision } from '../decision.js';
+import { createLimiter } from '../limiter.js';
 import { compileRule } from '../rules.js';
-import { rateLimitHeaders, retryAfterSeconds } from './headers.js';
+import { legacyHeaders, rateLimitHeaders, retryAfterSeconds } from './headers.js';
 
 const rules = [compileRule({ name: 'per-minute', limit: 10, windowMs: 60_000 }, 'rule')];
 const decision: Decision = {
@@ -48,10 +49,21 @@ describe('rateLimitHeaders', () => {
     expect(rateLimitHeaders({ ...decision, retryAfterMs: Number.POSITIVE_INFINITY }, false, rules, now, 429)).toEqual([]);
   });
 
-  it('sends only Retry-After: 1 when the store failed', () => {
-    const failed = { ...decision, storeError: new Error('down') };
-    expect(rateLimitHeaders(failed, 'both', rules, now, 503)).toEqual([['Retry-After', '1']]);
-    expect(rateLimitHeaders({ ...failed, allowed: true }, 'both', rules, now, undefined)).toEqual([]);
+  it('sends only Retry-After: 1 when the store failed and the limiter failed closed', async () => {
+    const down = () => Promise.reject(new Error('down'));
+    const store = { consume: down, peek: down, refund: down, reset: down };
+    const closed = createLimiter({ limit: 5, windowMs: 60_000, store, onStoreError: 'deny' });
+    const open = createLimiter({ limit: 5, windowMs: 60_000, store });
+    closed.on('error', () => {});
+    open.on('error', () => {});
+    const failed = await closed.consume('k');
+    expect(failed.storeError).toBeDefined();
+    expect(rateLimitHeaders(failed, 'both', closed.rules, now, 503)).toEqual([['Retry-After', '1']]);
+    expect(rateLimitHeaders(await open.consume('k'), 'both', open.rules, now, undefined)).toEqual([]);
+  });
+
+  it('gives a 503 the user chose for denials the real wait and the numbers', () => {
+    expect(rateLimitHeaders(decision, 'legacy', rules, now, 503)).toEqual([...legacyHeaders(decision, now), ['Retry-After', '3']]);
   });
 
   it('Retry-After is whole seconds, rounded up, at least 1', () => {

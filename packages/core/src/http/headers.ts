@@ -5,7 +5,7 @@ import type { CompiledRule } from '../rules.js';
  * Which rate-limit headers to send:
  * - `'legacy'`: `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (Unix epoch seconds, as GitHub);
  * - `'draft-8'`: IETF `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers-08);
- * - `'both'`, or `false` for none. `Retry-After` goes on every 429 and 503 whatever the mode.
+ * - `'both'`, or `false` for none. `Retry-After` goes on every denial that can pass later, whatever the mode.
  */
 export type HeadersMode = 'legacy' | 'draft-8' | 'both' | false;
 
@@ -55,8 +55,7 @@ export function rateLimitHeaders(decision: Decision, mode: HeadersMode, rules: r
       );
     }
   }
-  // A 503 means the store failed and the limiter failed closed: one second is as good a guess as any.
-  if (status === 503) headers.push(['Retry-After', '1']);
-  else if (status !== undefined && Number.isFinite(decision.retryAfterMs)) headers.push(['Retry-After', String(retryAfterSeconds(decision.retryAfterMs))]);
+  // When the limiter failed closed (onStoreError 'deny'), its decision says 1000 ms: Retry-After: 1.
+  if (status !== undefined && Number.isFinite(decision.retryAfterMs)) headers.push(['Retry-After', String(retryAfterSeconds(decision.retryAfterMs))]);
   return headers;
 }
