@@ -24,8 +24,15 @@ local function cc_expire(key, rule, ctx)
 end
 
 algorithms['concurrency'] = {
+  -- Arguments per rule: limit, windowMs (how long a lease lives).
+  fields = 2,
+  rule = function(argv, at)
+    local window = tonumber(argv[at + 1])
+    return { limit = tonumber(argv[at]), window = window, horizon = window }
+  end,
+
   read = function(key)
-    if sl_is_log(key) then return key end
+    if is_zset(key) then return key end
     return nil
   end,
 
@@ -65,13 +72,13 @@ algorithms['concurrency'] = {
 
   write = function(key, rule, next_state, ttl, ctx)
     local now = next_state[1]
-    if redis.call('EXISTS', key) == 1 and not sl_is_log(key) then redis.call('DEL', key) end
+    if redis.call('EXISTS', key) == 1 and not is_zset(key) then redis.call('DEL', key) end
     redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now))
     local members = cc_members(ctx.lease, ctx.cost)
     local score = fmt(now + rule.window)
-    for first = 1, #members, SL_BATCH do
+    for first = 1, #members, ZSET_BATCH do
       local args = {}
-      for i = first, math.min(first + SL_BATCH - 1, #members) do
+      for i = first, math.min(first + ZSET_BATCH - 1, #members) do
         args[#args + 1] = score
         args[#args + 1] = members[i]
       end
@@ -84,10 +91,10 @@ algorithms['concurrency'] = {
   refund_in_place = function() end,
 
   release_in_place = function(key, rule, ctx)
-    if not sl_is_log(key) then return end
+    if not is_zset(key) then return end
     local members = cc_members(ctx.lease, cc_lease_cost(ctx.lease))
-    for first = 1, #members, SL_BATCH do
-      redis.call('ZREM', key, unpack(members, first, math.min(first + SL_BATCH - 1, #members)))
+    for first = 1, #members, ZSET_BATCH do
+      redis.call('ZREM', key, unpack(members, first, math.min(first + ZSET_BATCH - 1, #members)))
     end
     cc_expire(key, rule, ctx)
   end,

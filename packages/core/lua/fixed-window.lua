@@ -2,9 +2,15 @@
 --
 -- With the server clock the key holds only the count and expires at the last
 -- ms of its window, which tells the window back (PEXPIRETIME): a small integer
--- value that Redis shares, the smallest key this layout allows.
+-- value that Redis shares, the smallest key this layout allows. A call in the
+-- window the key already holds is one INCRBY, which keeps the expiry.
 algorithms['fixed-window'] = {
-  size = function() return 2 end,
+  -- Arguments per rule: limit, windowMs.
+  fields = 2,
+  rule = function(argv, at)
+    local window = tonumber(argv[at + 1])
+    return { limit = tonumber(argv[at]), window = window, horizon = window }
+  end,
 
   read = function(key, rule, ctx)
     local raw = get_string(key)
@@ -13,9 +19,11 @@ algorithms['fixed-window'] = {
     return { redis.call('PEXPIRETIME', key) + 1 - rule.window, tonumber(raw) }
   end,
 
-  write = function(key, rule, next_state, ttl, ctx)
+  write = function(key, rule, next_state, ttl, ctx, state)
     if not ctx.server then
       set_state(key, join(next_state, 2), rule, ctx, ttl)
+    elseif state and state[1] == next_state[1] then
+      redis.call('INCRBY', key, ctx.cost)
     else
       redis.call('SET', key, fmt(next_state[2]), 'PXAT', next_state[1] + rule.window - 1)
     end

@@ -4,7 +4,8 @@
 -- With the server clock the key expires at ceil(TAT) - 1, the last ms its
 -- state matters, and holds only what the expiry cannot tell: "0" (a shared
 -- small integer) when the fraction is 0, which it is whenever limit divides
--- windowMs, else "fraction:unitsPerMs".
+-- windowMs, else "fraction:unitsPerMs". A key that holds "0" and keeps a
+-- whole-ms TAT only needs its expiry moved.
 
 local function gcra_level_at(rule, state, now)
   local tat_ms = state[1]
@@ -23,7 +24,8 @@ local function gcra_tat(rule, level, now)
 end
 
 algorithms['gcra'] = {
-  size = function() return 3 end,
+  fields = METER_FIELDS,
+  rule = meter_rule,
 
   read = function(key, rule, ctx)
     local raw = get_string(key)
@@ -39,15 +41,17 @@ algorithms['gcra'] = {
     return { last, parts[1], parts[2] }
   end,
 
-  write = function(key, rule, next_state, ttl, ctx)
+  write = function(key, rule, next_state, ttl, ctx, state)
     local fraction = next_state[2]
     if not ctx.server then
       local value = fraction == 0 and fmt(next_state[1]) or join(next_state, 3)
       set_state(key, value, rule, ctx, ttl)
-    elseif fraction == 0 then
-      redis.call('SET', key, '0', 'PXAT', next_state[1] - 1)
-    else
+    elseif fraction ~= 0 then
       redis.call('SET', key, fmt(fraction) .. ':' .. fmt(next_state[3]), 'PXAT', next_state[1])
+    elseif state and state[2] == 0 then
+      redis.call('PEXPIREAT', key, next_state[1] - 1) -- the key holds "0" already
+    else
+      redis.call('SET', key, '0', 'PXAT', next_state[1] - 1)
     end
   end,
 

@@ -1,7 +1,11 @@
 -- Mirrors src/algorithms/leaky-bucket.ts. State: {level, updatedAt, unitsPerToken}.
 
-local leaky_bucket = vector_io(function() return 3 end)
-leaky_bucket.size = function() return 3 end
+local leaky_bucket = {
+  fields = METER_FIELDS,
+  rule = meter_rule,
+  read = read_vector,
+  write = function(key, rule, next_state, ttl, ctx) set_state(key, join(next_state, 3), rule, ctx, ttl) end,
+}
 
 leaky_bucket.decide = function(rule, state, now, cost, out)
   local level = 0

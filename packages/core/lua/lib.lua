@@ -1,10 +1,15 @@
--- Floodgate's Redis script, assembled at build time from the files in
--- packages/core/lua (lib, meter, one file per algorithm, main). Each algorithm
--- mirrors its TypeScript twin in src/algorithms line for line; the shared
--- conformance suite checks that both decide alike, field by field.
+-- Floodgate's Redis scripts, assembled at build time from the files in
+-- packages/core/lua: lib, then the algorithms a script serves (one per script
+-- when every rule of a limiter uses the same algorithm, all of them otherwise),
+-- then main. Each algorithm mirrors its TypeScript twin in src/algorithms line
+-- for line; the shared conformance suite checks that both decide alike, field
+-- by field.
 --
 -- Numbers are doubles here as in JavaScript, and every quantity stays an
 -- integer below 2^53, so the arithmetic is exact in both.
+--
+-- Redis runs the whole script body on every call: what is defined here is
+-- built again each time, so scripts define only what their algorithms use.
 
 local INFINITY = math.huge
 local algorithms = {}
@@ -33,30 +38,30 @@ local function get_string(key)
   return nil
 end
 
+-- Members per ZADD or ZREM: Lua's unpack has a stack limit.
+local ZSET_BATCH = 500
+
+-- Whether the key holds a sorted set (sliding-log and concurrency state).
+local function is_zset(key)
+  local kind = redis.call('TYPE', key)
+  return kind.ok == 'zset' or kind == 'zset'
+end
+
 -- Keys expire exactly when their state would read as empty. With the server
 -- clock the expiry is absolute (PXAT, on the clock that decided); with the
 -- caller's clock Redis cannot know that clock, so keys live for the rule's
 -- whole horizon instead.
-local function expire_args(rule, ctx, ttl)
-  if ctx.server then return 'PXAT', ctx.now + ttl end
-  return 'PX', rule.horizon
-end
-
 local function set_state(key, value, rule, ctx, ttl)
-  local mode, at = expire_args(rule, ctx, ttl)
-  redis.call('SET', key, value, mode, at)
+  if ctx.server then
+    redis.call('SET', key, value, 'PXAT', ctx.now + ttl)
+  else
+    redis.call('SET', key, value, 'PX', rule.horizon)
+  end
 end
 
--- Algorithms whose state is a plain vector of numbers read and write it like this.
-local function vector_io(size)
-  return {
-    read = function(key)
-      local raw = get_string(key)
-      if raw then return split(raw) end
-      return nil
-    end,
-    write = function(key, rule, next_state, ttl, ctx)
-      set_state(key, join(next_state, size(rule)), rule, ctx, ttl)
-    end,
-  }
+-- State stored as "n1:n2:...": read as a table of numbers, or nil.
+local function read_vector(key)
+  local raw = get_string(key)
+  if raw then return split(raw) end
+  return nil
 end

@@ -3,15 +3,19 @@
 --
 -- KEYS[i]  the key of rule i (all of one user key share a Cluster slot)
 -- ARGV     op ('consume' | 'peek' | 'refund' | 'reset' | 'release'), now ('' =
---          read Redis TIME), cost, the lease id concurrency rules take or give
---          back, then RULE_FIELDS values per rule (see src/stores/redis-store.ts)
+--          read Redis TIME), cost, then per rule its algorithm's fields (led by
+--          the algorithm's name in the script that serves every algorithm; see
+--          ruleArguments in src/stores/redis-store.ts), then the lease id
+--          concurrency rules take or give back
 -- Reply    consume/peek: allowed, remaining, resetMs, retryAfterMs (-1 =
 --          never), delayMs per rule, then the time decided at; refund,
 --          reset and release: the time.
+--
+-- SINGLE (set by the build above this file) is the algorithm of a script that
+-- serves one algorithm, and nil in the script that serves them all.
 
-local RULE_FIELDS = 10
-
-local ctx = { server = ARGV[2] == '', cost = tonumber(ARGV[3]), lease = ARGV[4] }
+local op = ARGV[1]
+local ctx = { server = ARGV[2] == '', cost = tonumber(ARGV[3]) }
 if ctx.server then
   local time = redis.call('TIME')
   ctx.now = tonumber(time[1]) * 1000 + floor_div(tonumber(time[2]), 1000)
@@ -19,39 +23,29 @@ else
   ctx.now = tonumber(ARGV[2])
 end
 
-local rules = {}
-for i = 1, #KEYS do
-  local base = 4 + (i - 1) * RULE_FIELDS
-  rules[i] = {
-    algorithm = ARGV[base + 1],
-    limit = tonumber(ARGV[base + 2]),
-    window = tonumber(ARGV[base + 3]),
-    burst = tonumber(ARGV[base + 4]),
-    segments = tonumber(ARGV[base + 5]),
-    shape = ARGV[base + 6] == 'shape',
-    unit = tonumber(ARGV[base + 7]),
-    per_ms = tonumber(ARGV[base + 8]),
-    seg_ms = tonumber(ARGV[base + 9]),
-    horizon = tonumber(ARGV[base + 10]),
-  }
-end
-
-local function as_int(ms)
-  if ms == INFINITY then return -1 end
-  return ms
-end
-
-local op = ARGV[1]
-
 if op == 'reset' then
   redis.call('DEL', unpack(KEYS))
   return { ctx.now }
 end
 
+local rules = {}
+local uses = {}
+local at = 4
+for i = 1, #KEYS do
+  local algorithm = SINGLE
+  if not algorithm then
+    algorithm = algorithms[ARGV[at]]
+    at = at + 1
+  end
+  uses[i] = algorithm
+  rules[i] = algorithm.rule(ARGV, at)
+  at = at + algorithm.fields
+end
+ctx.lease = ARGV[at] or ''
+
 if op == 'release' then
   for i = 1, #KEYS do
-    local algorithm = algorithms[rules[i].algorithm]
-    if algorithm.release_in_place then algorithm.release_in_place(KEYS[i], rules[i], ctx) end
+    if uses[i].release_in_place then uses[i].release_in_place(KEYS[i], rules[i], ctx) end
   end
   return { ctx.now }
 end
@@ -59,7 +53,7 @@ end
 if op == 'refund' then
   for i = 1, #KEYS do
     local rule = rules[i]
-    local algorithm = algorithms[rule.algorithm]
+    local algorithm = uses[i]
     if algorithm.refund_in_place then
       algorithm.refund_in_place(KEYS[i], rule, ctx)
     else
@@ -74,40 +68,39 @@ if op == 'refund' then
 end
 
 local outs = {}
+local states = {}
 local nexts = {}
 local admitted = true
 for i = 1, #KEYS do
   local rule = rules[i]
-  local algorithm = algorithms[rule.algorithm]
+  local algorithm = uses[i]
   local out = {}
-  nexts[i] = algorithm.decide(rule, algorithm.read(KEYS[i], rule, ctx), ctx.now, ctx.cost, out)
+  local state = algorithm.read(KEYS[i], rule, ctx)
+  states[i] = state
+  nexts[i] = algorithm.decide(rule, state, ctx.now, ctx.cost, out)
   outs[i] = out
   if not out.allowed then admitted = false end
 end
 
 local reply = {}
+local n = 0
 for i = 1, #KEYS do
   local out = outs[i]
-  if op == 'peek' then
-    reply[#reply + 1] = out.allowed and 1 or 0
-    reply[#reply + 1] = out.remaining_now
-    reply[#reply + 1] = out.reset_now
-    reply[#reply + 1] = as_int(out.retry)
-    reply[#reply + 1] = out.allowed and out.delay or 0
-  elseif admitted then
-    algorithms[rules[i].algorithm].write(KEYS[i], rules[i], nexts[i], out.ttl, ctx)
-    reply[#reply + 1] = 1
-    reply[#reply + 1] = out.remaining
-    reply[#reply + 1] = out.reset
-    reply[#reply + 1] = 0
-    reply[#reply + 1] = out.delay
+  if op == 'peek' or not admitted then
+    reply[n + 1] = out.allowed and 1 or 0
+    reply[n + 2] = out.remaining_now
+    reply[n + 3] = out.reset_now
+    reply[n + 4] = out.retry == INFINITY and -1 or out.retry
+    reply[n + 5] = (op == 'peek' and out.allowed) and out.delay or 0
   else
-    reply[#reply + 1] = out.allowed and 1 or 0
-    reply[#reply + 1] = out.remaining_now
-    reply[#reply + 1] = out.reset_now
-    reply[#reply + 1] = as_int(out.retry)
-    reply[#reply + 1] = 0
+    uses[i].write(KEYS[i], rules[i], nexts[i], out.ttl, ctx, states[i])
+    reply[n + 1] = 1
+    reply[n + 2] = out.remaining
+    reply[n + 3] = out.reset
+    reply[n + 4] = 0
+    reply[n + 5] = out.delay
   end
+  n = n + 5
 end
-reply[#reply + 1] = ctx.now
+reply[n + 1] = ctx.now
 return reply

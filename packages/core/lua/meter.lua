@@ -2,6 +2,17 @@
 -- and gcra share. A level of units drains at rule.per_ms units per ms; one
 -- token is rule.unit units.
 
+-- Arguments per rule: burst, unitsPerToken, unitsPerMs, mode ('shape' or 'police').
+local METER_FIELDS = 4
+
+local function meter_rule(argv, at)
+  local burst = tonumber(argv[at])
+  local unit = tonumber(argv[at + 1])
+  local per_ms = tonumber(argv[at + 2])
+  -- The state matters until a full bucket has drained: ruleHorizon() in src/stores/redis-store.ts.
+  return { burst = burst, unit = unit, per_ms = per_ms, shape = argv[at + 3] == 'shape', horizon = ceil_div(burst * unit, per_ms) }
+end
+
 local function meter_drain(level, elapsed, per_ms)
   if elapsed <= 0 or level <= 0 then return math.max(level, 0) end
   if elapsed >= ceil_div(level, per_ms) then return 0 end

@@ -5,12 +5,6 @@
 -- the newest first.
 
 local SL_INDEX = '%09d'
-local SL_BATCH = 500 -- members per ZADD (Lua's unpack has a stack limit)
-
-local function sl_is_log(key)
-  local kind = redis.call('TYPE', key)
-  return kind.ok == 'zset' or kind == 'zset'
-end
 
 -- The later of now and the newest entry, and that entry's time (or nil).
 local function sl_effective_now(key, now)
@@ -25,8 +19,15 @@ local function sl_prune(key, rule, at)
 end
 
 algorithms['sliding-log'] = {
+  -- Arguments per rule: limit, windowMs.
+  fields = 2,
+  rule = function(argv, at)
+    local window = tonumber(argv[at + 1])
+    return { limit = tonumber(argv[at]), window = window, horizon = window }
+  end,
+
   read = function(key)
-    if sl_is_log(key) then return key end
+    if is_zset(key) then return key end
     return nil
   end,
 
@@ -66,7 +67,7 @@ algorithms['sliding-log'] = {
 
   write = function(key, rule, next_state, ttl, ctx)
     local at = next_state[1]
-    if redis.call('EXISTS', key) == 1 and not sl_is_log(key) then redis.call('DEL', key) end
+    if redis.call('EXISTS', key) == 1 and not is_zset(key) then redis.call('DEL', key) end
     sl_prune(key, rule, at)
     local first = redis.call('ZCOUNT', key, at, at)
     local member_prefix = fmt(at) .. ':'
@@ -74,7 +75,7 @@ algorithms['sliding-log'] = {
     local added = 0
     while added < ctx.cost do
       local args = {}
-      local batch = math.min(SL_BATCH, ctx.cost - added)
+      local batch = math.min(ZSET_BATCH, ctx.cost - added)
       for j = 1, batch do
         args[#args + 1] = score
         args[#args + 1] = member_prefix .. string.format(SL_INDEX, first + added + j)
@@ -91,7 +92,7 @@ algorithms['sliding-log'] = {
 
   -- Gives units back on the sorted set itself, newest first.
   refund_in_place = function(key, rule, ctx)
-    if not sl_is_log(key) then return end
+    if not is_zset(key) then return end
     local at = sl_effective_now(key, ctx.now)
     sl_prune(key, rule, at)
     redis.call('ZPOPMAX', key, ctx.cost)

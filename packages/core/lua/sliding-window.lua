@@ -45,8 +45,18 @@ local function sw_ms_until_fits(rule, counts, phase, cost)
   return elapsed
 end
 
-local sliding_window = vector_io(function(rule) return rule.segments + 3 end)
-sliding_window.size = function(rule) return rule.segments + 3 end
+local sliding_window = {
+  -- Arguments per rule: limit, windowMs, segments.
+  fields = 3,
+  rule = function(argv, at)
+    local window = tonumber(argv[at + 1])
+    local segments = tonumber(argv[at + 2])
+    local seg_ms = window / segments
+    return { limit = tonumber(argv[at]), window = window, segments = segments, seg_ms = seg_ms, horizon = window + seg_ms }
+  end,
+  read = read_vector,
+  write = function(key, rule, next_state, ttl, ctx) set_state(key, join(next_state, rule.segments + 3), rule, ctx, ttl) end,
+}
 
 sliding_window.decide = function(rule, state, now, cost, out)
   local G = rule.seg_ms

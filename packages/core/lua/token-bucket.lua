@@ -7,8 +7,12 @@ local function tb_stored_tokens(rule, state, room)
   return math.min(tokens, room)
 end
 
-local token_bucket = vector_io(function() return 3 end)
-token_bucket.size = function() return 3 end
+local token_bucket = {
+  fields = METER_FIELDS,
+  rule = meter_rule,
+  read = read_vector,
+  write = function(key, rule, next_state, ttl, ctx) set_state(key, join(next_state, 3), rule, ctx, ttl) end,
+}
 
 token_bucket.decide = function(rule, state, now, cost, out)
   local room = rule.burst * rule.unit

@@ -1,3 +1,5 @@
-export declare const LUA_FILES: string[];
-export declare function assembleScript(): string;
-export declare function renderModule(script: string): string;
+export declare const ALGORITHM_FILES: Record<string, string[]>;
+export declare function assembleScript(algorithm?: string): string;
+export declare function assembleScripts(): Record<string, string>;
+export declare function sha1(text: string): string;
+export declare function renderModule(scripts: Record<string, string>): string;

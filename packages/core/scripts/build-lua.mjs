@@ -1,8 +1,14 @@
 #!/usr/bin/env node
-// Assembles packages/core/lua/*.lua into the one script the Redis store runs,
-// and writes it with its SHA-1 to src/stores/lua.generated.ts (committed, so
-// the sources type-check and test without a build; a test fails when it is
-// stale). Run by `pnpm build`; `node scripts/build-lua.mjs --check` only checks.
+// Assembles packages/core/lua/*.lua into the scripts the Redis store runs: one
+// per algorithm (used when every rule of a limiter has that algorithm) and one
+// that serves every algorithm (rule sets that mix them). Writes them with their
+// SHA-1s to src/stores/lua.generated.ts (committed, so the sources type-check
+// and test without a build; a test fails when it is stale). Run by
+// `pnpm build`; `node scripts/build-lua.mjs --check` only checks.
+//
+// Redis runs a script's whole body on every call, and creating a Lua function
+// costs about as much as a Redis command: a script keeps only the helpers of
+// lib.lua and meter.lua that its own code references.
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -10,40 +16,95 @@ import { fileURLToPath } from 'node:url';
 const LUA_DIR = new URL('../lua/', import.meta.url);
 const TARGET = new URL('../src/stores/lua.generated.ts', import.meta.url);
 
-/** The order matters: helpers, then the algorithms that use them, then the entry point. */
-export const LUA_FILES = [
-  'lib.lua',
-  'meter.lua',
-  'fixed-window.lua',
-  'sliding-window.lua',
-  'sliding-log.lua',
-  'token-bucket.lua',
-  'leaky-bucket.lua',
-  'gcra.lua',
-  'concurrency.lua',
-  'main.lua',
-];
+/** Files whose definitions a script keeps only when something references them. */
+const LIBRARIES = ['lib.lua', 'meter.lua'];
 
-export function assembleScript() {
-  return LUA_FILES.map((file) => `-- ${file}\n${readFileSync(new URL(file, LUA_DIR), 'utf8').trimEnd()}\n`).join('\n');
+/** The files of each algorithm, in the order they are assembled. */
+export const ALGORITHM_FILES = {
+  'fixed-window': ['fixed-window.lua'],
+  'sliding-window': ['sliding-window.lua'],
+  'sliding-log': ['sliding-log.lua'],
+  'token-bucket': ['token-bucket.lua'],
+  'leaky-bucket': ['leaky-bucket.lua'],
+  gcra: ['gcra.lua'],
+  concurrency: ['concurrency.lua'],
+};
+
+const read = (file) => readFileSync(new URL(file, LUA_DIR), 'utf8').trimEnd();
+const section = (file, text) => `-- ${file}\n${text}\n`;
+
+/** Top-level blocks (separated by blank lines) and the names each defines. */
+function blocks(text) {
+  return text.split(/\n\s*\n/).map((block) => ({
+    text: block,
+    defines: [...block.matchAll(/^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)/gm)].map((m) => m[1]),
+  }));
 }
 
-export function renderModule(script) {
-  const sha1 = createHash('sha1').update(script).digest('hex');
+const references = (text, name) => new RegExp(`\\b${name}\\b`).test(text);
+
+/**
+ * The script for `algorithm` (or for every algorithm when undefined): the
+ * libraries' blocks that something else references, the algorithms, and main.
+ */
+export function assembleScript(algorithm) {
+  const names = algorithm === undefined ? Object.keys(ALGORITHM_FILES) : [algorithm];
+  const single = algorithm === undefined ? 'local SINGLE = nil' : `local SINGLE = algorithms['${algorithm}']`;
+  const own = [
+    ...names.flatMap((name) => ALGORITHM_FILES[name].map((file) => section(file, read(file)))),
+    section('main.lua', `${single}\n\n${read('main.lua')}`),
+  ];
+  const library = LIBRARIES.map((file) => ({ file, blocks: blocks(read(file)) }));
+  // Drop blocks whose names nothing else uses, until nothing more can go.
+  for (let changed = true; changed; ) {
+    changed = false;
+    for (const lib of library) {
+      for (const block of lib.blocks) {
+        if (block.defines.length === 0) continue;
+        const elsewhere = [...own, ...library.flatMap((l) => l.blocks.filter((b) => b !== block).map((b) => b.text))].join('\n');
+        if (!block.defines.some((name) => references(elsewhere, name))) {
+          lib.blocks = lib.blocks.filter((b) => b !== block);
+          changed = true;
+        }
+      }
+    }
+  }
+  const kept = library
+    .filter((lib) => lib.blocks.some((b) => b.defines.length > 0))
+    .map((lib) => section(lib.file, lib.blocks.map((b) => b.text).join('\n\n')));
+  return [...kept, ...own].join('\n');
+}
+
+/** Every script: one per algorithm, and `all`. */
+export function assembleScripts() {
+  return Object.fromEntries([...Object.keys(ALGORITHM_FILES).map((name) => [name, assembleScript(name)]), ['all', assembleScript(undefined)]]);
+}
+
+export const sha1 = (text) => createHash('sha1').update(text).digest('hex');
+
+export function renderModule(scripts) {
+  const entries = Object.entries(scripts).map(
+    ([name, source]) => `  ${JSON.stringify(name)}: {\n    source: ${JSON.stringify(source)},\n    sha1: '${sha1(source)}',\n  },`,
+  );
   return [
     '// Generated by scripts/build-lua.mjs from packages/core/lua/*.lua. Do not edit: edit the .lua files and run `pnpm build`.',
     '',
-    '/** The Redis script behind RedisStore (every algorithm, all rules of a key in one call). */',
-    `export const SCRIPT = ${JSON.stringify(script)};`,
+    '/** A Redis script and its SHA-1, for EVALSHA. */',
+    'export interface LuaScript {',
+    '  readonly source: string;',
+    '  readonly sha1: string;',
+    '}',
     '',
-    '/** SHA-1 of SCRIPT, for EVALSHA. */',
-    `export const SCRIPT_SHA1 = '${sha1}';`,
+    '/** The scripts behind RedisStore: one per algorithm (rule sets of one algorithm), and `all` (rule sets that mix them). */',
+    'export const SCRIPTS = {',
+    ...entries,
+    '} as const satisfies Record<string, LuaScript>;',
     '',
   ].join('\n');
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const expected = renderModule(assembleScript());
+  const expected = renderModule(assembleScripts());
   const current = (() => {
     try {
       return readFileSync(TARGET, 'utf8');

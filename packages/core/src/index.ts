@@ -57,7 +57,7 @@ export {
   type RuleSourceSubscriber,
 } from './rule-source.js';
 export { type AlgorithmName, algorithms, type CompiledRule, compileRule, compileRules, type RuleOptions } from './rules.js';
-export { SCRIPT as REDIS_SCRIPT, SCRIPT_SHA1 as REDIS_SCRIPT_SHA1 } from './stores/lua.generated.js';
+export { type LuaScript, SCRIPTS as REDIS_SCRIPTS } from './stores/lua.generated.js';
 export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store.js';
 export {
   type IoRedisLike,

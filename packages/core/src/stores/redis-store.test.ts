@@ -6,12 +6,12 @@ import { type RedisClusterServers, startCluster, useRedisServer } from '@floodga
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { assembleScript, renderModule } from '../../scripts/build-lua.mjs';
+import { ALGORITHM_FILES, assembleScripts, renderModule } from '../../scripts/build-lua.mjs';
 import { createLimiter } from '../limiter.js';
 import { algorithms, type CompiledRule, compileRule, type RuleOptions } from '../rules.js';
 import { algorithmNames } from '../test-support/arbitraries.js';
 import { expectedDecision, referenceLimiter } from '../test-support/reference.js';
-import { SCRIPT, SCRIPT_SHA1 } from './lua.generated.js';
+import { SCRIPTS } from './lua.generated.js';
 import { RedisStore, ruleHorizon } from './redis-store.js';
 
 const run = promisify(execFile);
@@ -20,17 +20,41 @@ const redisServer = useRedisServer();
 let redis: Redis;
 let prefixes = 0;
 const fresh = (name: string) => `${name}${prefixes++}:`;
+/**
+ * timeoutMs for the limiters below: far above any round trip, so that a slow
+ * moment of a loaded machine cannot turn a decision into a store error (the
+ * default 200 ms is what the timeout tests are about).
+ */
+const timeoutMs = 30_000;
+/** A limiter clock that stands still, for tests not about the server clock (with RedisStore clock: 'client'). */
+const frozen = () => Date.UTC(2026, 0, 1, 0, 0, 30);
 
 beforeAll(() => {
   redis = redisServer.client;
 });
 
-describe('the shipped script', () => {
-  it('is the assembly of lua/*.lua, and SCRIPT_SHA1 is its SHA-1', async () => {
-    expect(SCRIPT).toBe(assembleScript());
-    expect(renderModule(SCRIPT)).toContain(SCRIPT_SHA1);
-    expect(createHash('sha1').update(SCRIPT).digest('hex')).toBe(SCRIPT_SHA1);
-    expect(await redis.script('LOAD', SCRIPT)).toBe(SCRIPT_SHA1);
+describe('the shipped scripts', () => {
+  it('are the assembly of lua/*.lua: one per algorithm and one for all, each with its SHA-1', async () => {
+    const assembled = assembleScripts();
+    expect(Object.keys(SCRIPTS).sort()).toEqual([...algorithms, 'all'].sort());
+    expect(Object.keys(ALGORITHM_FILES).sort()).toEqual([...algorithms].sort());
+    expect(renderModule(assembled)).toBe(renderModule(Object.fromEntries(Object.entries(SCRIPTS).map(([name, s]) => [name, s.source]))));
+    for (const [name, script] of Object.entries(SCRIPTS)) {
+      expect(script.source, name).toBe(assembled[name]);
+      expect(createHash('sha1').update(script.source).digest('hex'), name).toBe(script.sha1);
+      expect(await redis.script('LOAD', script.source), name).toBe(script.sha1);
+    }
+  });
+
+  it('keep only their own algorithm and the helpers it uses, so Redis builds less on every call', () => {
+    for (const algorithm of algorithms) {
+      const source = SCRIPTS[algorithm].source;
+      for (const other of algorithms) expect(source.includes(`algorithms['${other}']`), `${algorithm} script defines ${other}`).toBe(other === algorithm);
+      expect(source, algorithm).toContain(`local SINGLE = algorithms['${algorithm}']`);
+    }
+    expect(SCRIPTS['fixed-window'].source).not.toContain('meter_decide');
+    expect(SCRIPTS.gcra.source).toContain('meter_decide');
+    expect(SCRIPTS.all.source).toContain('local SINGLE = nil');
   });
 });
 
@@ -40,17 +64,24 @@ describe('RedisStore', () => {
       store: new RedisStore({ client: redis }),
       prefix: fresh('one'),
       rules: algorithmNames.map((algorithm, i) => ({ name: `r${i}`, algorithm, limit: 5, windowMs: 60_000 })),
+      timeoutMs,
     });
     await limiter.consume('warm-up'); // loads the script
-    const monitor = await redis.duplicate().monitor();
+    const monitor = await redis.duplicate().monitor(); // resolves once MONITOR is on
+    const marker = `end-of-consume-${prefixes}`;
     const commands: string[] = [];
-    // Commands the script runs show up with source 'lua'; count what the client sent.
-    monitor.on('monitor', (_time: string, args: string[], source: string) => {
-      if (source !== 'lua') commands.push(String(args[0]).toLowerCase());
+    // Commands the script runs show up with source 'lua'; count what the client sent, up to the marker.
+    const markerSeen = new Promise<void>((resolve) => {
+      monitor.on('monitor', (_time: string, args: string[], source: string) => {
+        if (source === 'lua') return;
+        if (String(args[0]).toLowerCase() === 'echo' && args[1] === marker) resolve();
+        else commands.push(String(args[0]).toLowerCase());
+      });
     });
-    await new Promise((resolve) => setTimeout(resolve, 50));
     await limiter.consume('k');
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // MONITOR reports commands in the order Redis ran them: once the marker sent after the call shows, so has the call.
+    await redis.echo(marker);
+    await markerSeen;
     monitor.disconnect();
     expect(commands).toEqual(['evalsha']);
   });
@@ -58,7 +89,10 @@ describe('RedisStore', () => {
   it('keeps the state of a denied multi-rule call byte-identical (DUMP)', async () => {
     const prefix = fresh('dump');
     const limiter = createLimiter({
-      store: new RedisStore({ client: redis }),
+      // The limiter's clock stands still: the 'tight' window cannot end between the 3rd and the 4th call.
+      store: new RedisStore({ client: redis, clock: 'client' }),
+      now: frozen,
+      timeoutMs,
       prefix,
       rules: [
         { name: 'loose', algorithm: 'sliding-window', limit: 100, windowMs: 60_000, segments: 6 },
@@ -81,7 +115,10 @@ describe('RedisStore', () => {
   it('puts a TTL on every key, never longer than the state needs', async () => {
     for (const algorithm of algorithms) {
       const prefix = fresh('ttl');
-      const limiter = createLimiter({ algorithm, limit: 5, windowMs: 30_000, store: new RedisStore({ client: redis }), prefix });
+      // On the server clock a fixed window ends at a multiple of windowMs: a 30 s one may end
+      // a few ms after the call, and its key with it. One of 10^12 ms ends in 2033.
+      const windowMs = algorithm === 'fixed-window' ? 1_000_000_000_000 : 30_000;
+      const limiter = createLimiter({ algorithm, limit: 5, windowMs, store: new RedisStore({ client: redis }), prefix, timeoutMs });
       const decision = await limiter.consume('k', { cost: 2 });
       const [key] = (limiter.store as RedisStore).keysOf('k', { prefix, rules: limiter.rules });
       const ttl = await redis.pttl(key as string);
@@ -98,8 +135,9 @@ describe('RedisStore', () => {
       { name: 'minute', algorithm: 'fixed-window', limit: 4, windowMs: 60_000 },
       { name: 'cell', algorithm: 'gcra', limit: 4, windowMs: 60_000 },
     ];
-    const past = createLimiter({ rules, store, prefix, now: () => 0 });
-    const future = createLimiter({ rules, store, prefix, now: () => Date.now() + 10 * 365 * 86_400_000 });
+    // The minute may end during the test: the cell (one call per 15 s) still denies the 5th call.
+    const past = createLimiter({ rules, store, prefix, now: () => 0, timeoutMs });
+    const future = createLimiter({ rules, store, prefix, now: () => Date.now() + 10 * 365 * 86_400_000, timeoutMs });
     await past.consume('k');
     await future.consume('k');
     await past.consume('k');
@@ -112,17 +150,31 @@ describe('RedisStore', () => {
   });
 
   it('recovers from SCRIPT FLUSH (NOSCRIPT -> EVAL) without losing state', async () => {
-    const limiter = createLimiter({ algorithm: 'sliding-log', limit: 2, windowMs: 60_000, store: new RedisStore({ client: redis }), prefix: fresh('flush') });
+    const limiter = createLimiter({
+      algorithm: 'sliding-log',
+      limit: 2,
+      windowMs: 60_000,
+      store: new RedisStore({ client: redis }),
+      prefix: fresh('flush'),
+      timeoutMs,
+    });
     expect((await limiter.consume('k')).allowed).toBe(true);
     await redis.script('FLUSH');
     expect((await limiter.consume('k')).allowed).toBe(true);
     await redis.script('FLUSH');
     expect((await limiter.consume('k')).allowed).toBe(false);
-    expect((await redis.script('EXISTS', SCRIPT_SHA1)) as number[]).toEqual([1]);
+    expect((await redis.script('EXISTS', SCRIPTS['sliding-log'].sha1)) as number[]).toEqual([1]);
   });
 
   it('starts over after FLUSHALL without an error (the state is gone, the script is still loaded)', async () => {
-    const limiter = createLimiter({ algorithm: 'gcra', limit: 1, windowMs: 60_000, store: new RedisStore({ client: redis }), prefix: fresh('flushall') });
+    const limiter = createLimiter({
+      algorithm: 'gcra',
+      limit: 1,
+      windowMs: 60_000,
+      store: new RedisStore({ client: redis }),
+      prefix: fresh('flushall'),
+      timeoutMs,
+    });
     expect((await limiter.consume('k')).allowed).toBe(true);
     expect((await limiter.consume('k')).allowed).toBe(false);
     await redis.flushall();
@@ -133,7 +185,8 @@ describe('RedisStore', () => {
 
   it('keeps keys with braces, colons and the prefix apart (no hash-tag or prefix injection)', async () => {
     const prefix = fresh('inject');
-    const limiter = createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000, store: new RedisStore({ client: redis }), prefix });
+    const store = new RedisStore({ client: redis, clock: 'client' });
+    const limiter = createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000, store, prefix, now: frozen, timeoutMs });
     const keys = ['a', 'a}', '{a}', 'a}:default', `}${prefix}{a`, '}', '{}', '%7D', 'a%'];
     for (const key of keys) expect((await limiter.consume(key)).allowed, key).toBe(true);
     for (const key of keys) expect((await limiter.consume(key)).allowed, key).toBe(false);
@@ -142,7 +195,7 @@ describe('RedisStore', () => {
 
   it('never loses or double counts sliding-log entries admitted in the same ms', async () => {
     const store = new RedisStore({ client: redis, clock: 'client' });
-    const limiter = createLimiter({ algorithm: 'sliding-log', limit: 50, windowMs: 60_000, store, prefix: fresh('same-ms'), now: () => 1_000_000 });
+    const limiter = createLimiter({ algorithm: 'sliding-log', limit: 50, windowMs: 60_000, store, prefix: fresh('same-ms'), now: () => 1_000_000, timeoutMs });
     const decisions = await Promise.all(Array.from({ length: 60 }, (_, i) => limiter.consume('k', { cost: 1 + (i % 2) })));
     const admitted = decisions.filter((d) => d.allowed);
     const units = decisions.reduce((sum, d, i) => sum + (d.allowed ? 1 + (i % 2) : 0), 0);
@@ -173,6 +226,7 @@ describe('RedisStore', () => {
       windowMs: 60_000,
       store: new RedisStore({ client: nodeRedisLike }),
       prefix: fresh('node-redis'),
+      timeoutMs,
     });
     expect((await limiter.consume('k')).allowed).toBe(true);
     expect((await limiter.consume('k')).allowed).toBe(false);
@@ -228,7 +282,7 @@ describe('RedisStore with the server clock', () => {
       ),
       { numRuns: 40 },
     );
-  });
+  }, 120_000); // real pauses and round trips: a loaded machine runs it several times slower than vitest's default 5 s allows for
 });
 
 describe('RedisStore under concurrency', () => {
@@ -267,7 +321,10 @@ describe('RedisStore on a 3-master Redis Cluster', () => {
   it('runs multi-rule limiters over keys in every slot, without CROSSSLOT, all-or-nothing', async () => {
     const client = cluster.client();
     const limiter = createLimiter({
-      store: new RedisStore({ client }),
+      // The limiter's clock stands still: 'per-second' denies the 4th call however long the calls take.
+      store: new RedisStore({ client, clock: 'client' }),
+      now: frozen,
+      timeoutMs,
       prefix: 'cluster:',
       rules: [
         { name: 'per-second', algorithm: 'gcra', limit: 3, windowMs: 1000, burst: 3 },

@@ -1,6 +1,6 @@
 import { describe, ErrorCodes, FloodgateError } from '../errors.js';
 import type { CompiledRule } from '../rules.js';
-import { SCRIPT, SCRIPT_SHA1 } from './lua.generated.js';
+import { type LuaScript, SCRIPTS } from './lua.generated.js';
 import type { RuleDecision, RuleSet, Store } from './types.js';
 
 /**
@@ -60,20 +60,18 @@ export function ruleHorizon(rule: CompiledRule): number {
   }
 }
 
-/** The script's per-rule arguments (see lua/main.lua). */
+/** A rule's arguments to the script: the fields its algorithm's `rule` function in lua/<algorithm>.lua reads. */
 function ruleArguments(rule: CompiledRule): string[] {
-  return [
-    rule.algorithm,
-    rule.limit,
-    rule.windowMs,
-    rule.burst,
-    rule.segments,
-    rule.mode,
-    rule.unitsPerToken,
-    rule.unitsPerMs,
-    rule.segmentMs,
-    ruleHorizon(rule),
-  ].map(String);
+  switch (rule.algorithm) {
+    case 'fixed-window':
+    case 'sliding-log':
+    case 'concurrency':
+      return [String(rule.limit), String(rule.windowMs)];
+    case 'sliding-window':
+      return [String(rule.limit), String(rule.windowMs), String(rule.segments)];
+    default:
+      return [String(rule.burst), String(rule.unitsPerToken), String(rule.unitsPerMs), rule.mode];
+  }
 }
 
 /**
@@ -86,6 +84,8 @@ function escapeKey(key: string): string {
 }
 
 interface Prepared {
+  /** The script that serves these rules: their algorithm's, or the one for every algorithm when they mix. */
+  script: LuaScript;
   /** Per rule: the part of the Redis key after the user key. */
   suffixes: string[];
   /** The script arguments after op, now and cost. */
@@ -113,7 +113,7 @@ const disconnected = new Set(['reconnecting', 'close', 'end']);
  * ```
  */
 export class RedisStore implements Store {
-  private readonly run: (sha: boolean, keys: string[], args: string[]) => Promise<unknown>;
+  private readonly run: (script: LuaScript, sha: boolean, keys: string[], args: string[]) => Promise<unknown>;
   private readonly client: RedisClient;
   private readonly prefix: string;
   private readonly serverClock: boolean;
@@ -140,11 +140,11 @@ export class RedisStore implements Store {
     const io = client as Partial<IoRedisLike>;
     const node = client as Partial<NodeRedisLike>;
     if (typeof io?.evalsha === 'function' && typeof io.eval === 'function') {
-      this.run = (sha, keys, args) =>
-        sha ? (io as IoRedisLike).evalsha(SCRIPT_SHA1, keys.length, ...keys, ...args) : (io as IoRedisLike).eval(SCRIPT, keys.length, ...keys, ...args);
+      this.run = (script, sha, keys, args) =>
+        sha ? (io as IoRedisLike).evalsha(script.sha1, keys.length, ...keys, ...args) : (io as IoRedisLike).eval(script.source, keys.length, ...keys, ...args);
     } else if (typeof node?.evalSha === 'function' && typeof node.eval === 'function') {
-      this.run = (sha, keys, args) =>
-        sha ? (node as NodeRedisLike).evalSha(SCRIPT_SHA1, { keys, arguments: args }) : (node as NodeRedisLike).eval(SCRIPT, { keys, arguments: args });
+      this.run = (script, sha, keys, args) =>
+        sha ? (node as NodeRedisLike).evalSha(script.sha1, { keys, arguments: args }) : (node as NodeRedisLike).eval(script.source, { keys, arguments: args });
     } else {
       throw new FloodgateError(
         ErrorCodes.OPTION,
@@ -183,11 +183,13 @@ export class RedisStore implements Store {
   /** Runs the script once: the decisions and the time they were made at. */
   async evaluate(operation: RedisOperation, key: string, ruleSet: RuleSet, cost: number, now: number, leaseId = ''): Promise<RedisEvaluation> {
     const prepared = this.prepare(ruleSet);
-    const reply = await this.call(this.keysOf(key, ruleSet), [operation, this.serverClock ? '' : String(now), String(cost), leaseId, ...prepared.ruleArgs]);
+    const args = [operation, this.serverClock ? '' : String(now), String(cost), ...prepared.ruleArgs];
+    if (leaseId !== '') args.push(leaseId);
+    const reply = await this.call(prepared.script, this.keysOf(key, ruleSet), args);
     return parseReply(reply, ruleSet.rules, operation);
   }
 
-  private async call(keys: string[], args: string[]): Promise<unknown> {
+  private async call(script: LuaScript, keys: string[], args: string[]): Promise<unknown> {
     // Fail fast while ioredis is between connections: a command sent now would wait in
     // its offline queue, and run late (counting a request already decided) when Redis returns.
     const status = (this.client as { status?: unknown }).status;
@@ -195,18 +197,26 @@ export class RedisStore implements Store {
       throw new FloodgateError(ErrorCodes.STORE_UNAVAILABLE, `The Redis client is not connected (status '${status}').`);
     }
     try {
-      return await this.run(true, keys, args);
+      return await this.run(script, true, keys, args);
     } catch (error) {
       if (!isNoScript(error)) throw error;
       // Redis restarted or its script cache was flushed: EVAL loads the script again.
-      return this.run(false, keys, args);
+      return this.run(script, false, keys, args);
     }
   }
 
   private prepare(ruleSet: RuleSet): Prepared {
     let prepared = this.prepared.get(ruleSet);
     if (prepared === undefined) {
-      prepared = { suffixes: ruleSet.rules.map((rule) => `}:${rule.name}`), ruleArgs: ruleSet.rules.flatMap(ruleArguments) };
+      const rules = ruleSet.rules;
+      const algorithm = (rules[0] as CompiledRule).algorithm;
+      const single = rules.every((rule) => rule.algorithm === algorithm);
+      prepared = {
+        script: single ? SCRIPTS[algorithm] : SCRIPTS.all,
+        suffixes: rules.map((rule) => `}:${rule.name}`),
+        // The script for every algorithm reads each rule's algorithm first.
+        ruleArgs: rules.flatMap((rule) => (single ? ruleArguments(rule) : [rule.algorithm, ...ruleArguments(rule)])),
+      };
       this.prepared.set(ruleSet, prepared);
     }
     return prepared;
