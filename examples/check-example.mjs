@@ -2,14 +2,17 @@
 // CI check for a runnable example: starts `node index.js` with PORT=0, waits for
 // the "listening on <url>" line, requests the example's limited route until it
 // answers 429 (within `limit + 1` requests), checks the rate-limit headers, and
-// stops the process. Run from the example's folder:
+// stops the process. The example's clock (Date.now) stands still (frozen-clock.mjs),
+// so that no window ends and no bucket refills while the requests run, however slow
+// the machine. Run from the example's folder:
 // `node ../check-example.mjs <path> <limit> [<another path> <text it must contain>]`.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 
 const [path = '/', limitArg = '5', extraPath, extraText] = process.argv.slice(2);
 const limit = Number(limitArg);
-const child = spawn(process.execPath, ['index.js'], { env: { ...process.env, PORT: '0' }, stdio: ['ignore', 'pipe', 'inherit'] });
+const frozenClock = new URL('frozen-clock.mjs', import.meta.url).href;
+const child = spawn(process.execPath, ['--import', frozenClock, 'index.js'], { env: { ...process.env, PORT: '0' }, stdio: ['ignore', 'pipe', 'inherit'] });
 const timer = setTimeout(() => {
   child.kill('SIGKILL');
   console.error('the example did not start within 15 s');

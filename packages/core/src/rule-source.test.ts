@@ -27,7 +27,17 @@ async function instance(key: string, pollMs = 30_000) {
   const client = new Redis({ port: redis.server.port, host: '127.0.0.1' });
   opened.push({ close: () => client.disconnect() });
   const errors: FloodgateError[] = [];
-  const limiter = createLimiter({ algorithm: 'fixed-window', limit: 2, windowMs: 60_000, store: new RedisStore({ client }), prefix: `${key}:` });
+  // The limiters' clock stands still (RedisStore clock: 'client'), so no window ends while a test counts calls;
+  // timeoutMs is far above any round trip, so a slow moment cannot turn a decision into a store error.
+  const limiter = createLimiter({
+    algorithm: 'fixed-window',
+    limit: 2,
+    windowMs: 60_000,
+    store: new RedisStore({ client, clock: 'client' }),
+    now: () => Date.UTC(2026, 0, 1, 0, 0, 30),
+    timeoutMs: 30_000,
+    prefix: `${key}:`,
+  });
   const source = new RedisRuleSource({ client, key, pollMs, onError: (e) => errors.push(e) });
   opened.push(source);
   await source.attach(limiter);

@@ -1,5 +1,5 @@
 import { createLimiter, type Decision } from '@floodgate/core';
-import { type AdapterUnderTest, adapterContract, serveHttp } from '@floodgate/test-support';
+import { type AdapterUnderTest, adapterContract, held, serveHttp } from '@floodgate/test-support';
 import express5, { type NextFunction, type Request, type Response } from 'express';
 import express4 from 'express4';
 import request from 'supertest';
@@ -28,7 +28,8 @@ function expressUnderTest(name: string, express: Express): AdapterUnderTest {
           if (req.query.throw) throw new Error('the route failed');
           if (req.query.hang) return;
           const answer = () => res.status(Number(req.query.status ?? 200)).json(req.rateLimit ?? { skipped: true });
-          if (req.query.wait) setTimeout(answer, Number(req.query.wait));
+          if (req.query.hold) held(String(req.query.hold)).then(answer);
+          else if (req.query.wait) setTimeout(answer, Number(req.query.wait));
           else answer();
         });
       }

@@ -17,10 +17,14 @@ describe('rateLimit with a RedisStore', () => {
       ],
       key: keyBy.header('x-user-id'),
       headers: 'both' as const,
+      // The apps' clock stands still (RedisStore clock: 'client'): the wait below is exact however long the
+      // requests take; timeoutMs is far above any round trip, so a slow moment cannot become a store error.
+      now: () => Date.UTC(2026, 0, 1),
+      timeoutMs: 30_000,
     };
     const apps = [0, 1].map(() => {
       const app = express();
-      app.use(rateLimit({ ...options, store: new RedisStore({ client: redis }) }));
+      app.use(rateLimit({ ...options, store: new RedisStore({ client: redis, clock: 'client' }) }));
       app.get('/', (req, res) => {
         res.json(req.rateLimit);
       });

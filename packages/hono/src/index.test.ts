@@ -1,5 +1,5 @@
 import { createLimiter, type Decision } from '@floodgate/core';
-import { type AdapterUnderTest, adapterContract, serveHttp } from '@floodgate/test-support';
+import { type AdapterUnderTest, adapterContract, held, serveHttp } from '@floodgate/test-support';
 import { getRequestListener } from '@hono/node-server';
 import { type Context, Hono, type Next } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
@@ -28,6 +28,8 @@ const hono: AdapterUnderTest = {
       app.on(method, route.path, async (c) => {
         if (c.req.query('throw')) throw new Error('the route failed');
         if (c.req.query('hang')) return new Promise<Response>(() => {});
+        const hold = c.req.query('hold');
+        if (hold) await held(hold);
         if (c.req.query('wait')) await new Promise((resolve) => setTimeout(resolve, Number(c.req.query('wait'))));
         return c.json(c.get('rateLimit') ?? { skipped: true }, Number(c.req.query('status') ?? 200) as ContentfulStatusCode);
       });

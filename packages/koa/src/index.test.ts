@@ -1,5 +1,5 @@
 import { createLimiter, type Decision } from '@floodgate/core';
-import { type AdapterUnderTest, adapterContract, serveHttp } from '@floodgate/test-support';
+import { type AdapterUnderTest, adapterContract, held, serveHttp } from '@floodgate/test-support';
 import Router from '@koa/router';
 import Koa3, { type Context, type Next } from 'koa';
 import Koa2 from 'koa2';
@@ -32,6 +32,7 @@ function koaUnderTest(name: string, Koa: KoaClass): AdapterUnderTest {
         router[method](route.path, ...[route.options].flat().map(rateLimit), async (ctx: Context) => {
           if (ctx.query.throw) throw new Error('the route failed');
           if (ctx.query.hang) return new Promise(() => {});
+          if (ctx.query.hold) await held(String(ctx.query.hold));
           if (ctx.query.wait) await new Promise((resolve) => setTimeout(resolve, Number(ctx.query.wait)));
           ctx.status = Number(ctx.query.status ?? 200);
           ctx.body = ctx.state.rateLimit ?? { skipped: true };

@@ -16,6 +16,9 @@ function sample(text: string, metric: string, labels: Record<string, string>): n
   return undefined;
 }
 
+/** The limiters' clock: it stands still, so no window ends while a test counts decisions. */
+const frozenClock = () => Date.UTC(2026, 0, 1, 0, 0, 30);
+
 describe('instrument', () => {
   it('counts decisions by rule and outcome, store latency, and keys near their limit', async () => {
     const registry = new Registry();
@@ -24,6 +27,7 @@ describe('instrument', () => {
         { name: 'per-second', algorithm: 'gcra', limit: 100, windowMs: 1_000 },
         { name: 'per-minute', algorithm: 'fixed-window', limit: 5, windowMs: 60_000 },
       ],
+      now: frozenClock,
     });
     instrument(limiter, { name: 'api', registry });
     for (let i = 0; i < 10; i++) await limiter.consume('alice');
@@ -52,7 +56,7 @@ describe('instrument', () => {
 
   it('serves real Prometheus output at /metrics next to a limited Express app', async () => {
     const registry = new Registry();
-    const limiter = createLimiter({ algorithm: 'fixed-window', limit: 2, windowMs: 60_000 });
+    const limiter = createLimiter({ algorithm: 'fixed-window', limit: 2, windowMs: 60_000, now: frozenClock });
     instrument(limiter, { name: 'web', registry });
     const app = express();
     app.get('/metrics', async (_req, res) => {

@@ -35,7 +35,8 @@ export interface AdapterUnderTest {
   /**
    * Starts a server with `routes`. Each route answers with the status in the
    * `status` query parameter (default 200) and the decision as JSON (`{ skipped: true }` without one); with
-   * `throw=1` its handler throws; with `hang=1` it never answers; with `wait=<ms>` it answers after that long.
+   * `throw=1` its handler throws; with `hang=1` it never answers; with `wait=<ms>` it answers after that long;
+   * with `hold=<name>` it answers once `held(name)` resolves, when the test lets that name go.
    * `trustProxy` makes the framework's client address come from X-Forwarded-For.
    */
   start(routes: Route[], settings?: { trustProxy?: boolean }): Promise<Running>;
@@ -46,6 +47,35 @@ export interface AdapterUnderTest {
   teapot: unknown;
   /** Whether the adapter sees a client abandon a request (Node's http server does; fetch-style runtimes do not). */
   seesAbandonedRequests: boolean;
+}
+
+/** Requests held by name (`hold=<name>`), each name with the function that lets them go (and any later ones). */
+const holds = new Map<string, { promise: Promise<void>; release: () => void }>();
+
+function holdFor(name: string): { promise: Promise<void>; release: () => void } {
+  let hold = holds.get(name);
+  if (hold === undefined) {
+    let release = () => {};
+    const promise = new Promise<void>((resolve) => {
+      release = () => resolve();
+    });
+    hold = { promise, release };
+    holds.set(name, hold);
+  }
+  return hold;
+}
+
+/** What a route answering `hold=<name>` awaits: resolves once the test lets `name` go. */
+export function held(name: string): Promise<void> {
+  return holdFor(name).promise;
+}
+
+let holdCount = 0;
+
+/** A new name for `hold=<name>`, and the function that lets the requests held under it answer. */
+function holdRequests(): { name: string; release: () => void } {
+  const name = `hold-${holdCount++}`;
+  return { name, release: holdFor(name).release };
 }
 
 function manualClock(start = Date.UTC(2026, 0, 1)) {
@@ -190,7 +220,13 @@ export function adapterContract(adapter: AdapterUnderTest): void {
           { path: '/fixed', options: { limit: 10, windowMs: 60_000, cost: 4 } },
           {
             path: '/sized',
-            options: { algorithm: 'token-bucket', limit: 10, windowMs: 60_000, cost: (...args: unknown[]) => Number(adapter.header(args, 'x-mb')) },
+            options: {
+              algorithm: 'token-bucket',
+              limit: 10,
+              windowMs: 60_000,
+              cost: (...args: unknown[]) => Number(adapter.header(args, 'x-mb')),
+              now: manualClock().now, // the bucket refills a unit per 6 s of the limiter's clock: it stands still here
+            },
           },
         ],
         async (get) => {
@@ -304,11 +340,17 @@ export function adapterContract(adapter: AdapterUnderTest): void {
     it('limits requests in flight with a concurrency rule, and ends each lease when its response ends', async () => {
       const limiter = adapter.createLimiter({ algorithm: 'concurrency', limit: 2, windowMs: 60_000 });
       await serve([{ path: '/slow', options: { limiter, key: () => 'k' } }], async (get) => {
+        // The first two are held until the third has been answered: three in flight, however slow the machine.
+        const hold = holdRequests();
         const first = await Promise.all(
           [0, 1, 2].map(async (i) => {
-            if (i === 2) await waitFor(async () => (await limiter.peek('k')).remaining === 0);
-            const res = await get('/slow?wait=300');
-            return res.status;
+            if (i < 2) return (await get(`/slow?hold=${hold.name}`)).status;
+            try {
+              await waitFor(async () => (await limiter.peek('k')).remaining === 0);
+              return (await get('/slow')).status;
+            } finally {
+              hold.release();
+            }
           }),
         );
         expect(first).toEqual([200, 200, 429]);

@@ -1,4 +1,4 @@
-export { type AdapterUnderTest, adapterContract, type Options, type Route, type Running } from './adapter-contract.js';
+export { type AdapterUnderTest, adapterContract, held, type Options, type Route, type Running } from './adapter-contract.js';
 export { serveHttp } from './http.js';
 export {
   freePort,

@@ -8,11 +8,18 @@ import { MemoryStore } from './memory-store.js';
 import { RedisStore } from './redis-store.js';
 
 const redis = useRedisServer();
+/** Far above any round trip: a slow moment of a loaded machine must not turn a decision into a store error. */
+const timeoutMs = 30_000;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 
 describe('concurrency rules', () => {
   it("free a crashed process's leases after windowMs: a worker holding leases is killed with SIGKILL", async () => {
+    // Real time is the point: the dead worker's leases must run out on Redis's clock. Each step is timed
+    // from the lease expiries Redis holds, not from nominal sleeps, with half a window of slack.
+    const windowMs = 4_000;
+    const key = 'crash:{worker-key}:default';
     const worker = fileURLToPath(new URL('../test-support/lease-worker.ts', import.meta.url));
-    const child = spawn(process.execPath, ['--import', 'tsx', worker, String(redis.server.port), 'crash:', '3'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', worker, String(redis.server.port), 'crash:', '3', String(windowMs)], {
       cwd: fileURLToPath(new URL('../..', import.meta.url)),
       stdio: ['ignore', 'pipe', 'inherit'],
     });
@@ -20,31 +27,52 @@ describe('concurrency rules', () => {
     child.stdout.on('data', (chunk) => {
       out += chunk;
     });
-    while (!out.includes('held')) await new Promise((resolve) => setTimeout(resolve, 20));
-    const heldAt = performance.now();
+    while (!out.includes('held')) {
+      if (child.exitCode !== null) throw new Error(`the lease worker exited with ${child.exitCode}`);
+      await sleep(20);
+    }
     child.kill('SIGKILL');
     await once(child, 'exit');
 
-    const limiter = createLimiter({ algorithm: 'concurrency', limit: 5, windowMs: 1_500, store: new RedisStore({ client: redis.client }), prefix: 'crash:' });
+    const serverNow = async () => {
+      const [seconds, micros] = await redis.client.time();
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    };
+    /** When the leases in the key expire (ms, Redis clock). */
+    const expiries = async () => (await redis.client.zrange(key, 0, -1, 'WITHSCORES')).filter((_, i) => i % 2 === 1).map(Number);
+    const limiter = createLimiter({
+      algorithm: 'concurrency',
+      limit: 5,
+      windowMs,
+      store: new RedisStore({ client: redis.client }),
+      prefix: 'crash:',
+      timeoutMs,
+    });
     expect((await limiter.peek('worker-key')).remaining).toBe(2);
-    const ttl = await redis.client.pttl('crash:{worker-key}:default');
+    const ttl = await redis.client.pttl(key);
     expect(ttl).toBeGreaterThan(0);
-    expect(ttl).toBeLessThanOrEqual(1_500);
-    await new Promise((resolve) => setTimeout(resolve, 700));
+    expect(ttl).toBeLessThanOrEqual(windowMs);
+    const workers = await expiries();
+    expect(workers).toHaveLength(3);
+    const lastOut = Math.max(...workers);
+
+    // Ours are taken half a window after the worker's last lease: half a window before its first one runs out.
+    await sleep(lastOut - windowMs / 2 - (await serverNow()));
     const third = [await limiter.consume('worker-key'), await limiter.consume('worker-key'), await limiter.consume('worker-key')];
     expect(third.map((d) => d.allowed)).toEqual([true, true, false]);
-    // The dead worker's leases expire 1.5 s after it took them; ours, taken 0.7 s later, are still alive.
-    await new Promise((resolve) => setTimeout(resolve, Math.max(0, 1_500 + 100 - (performance.now() - heldAt))));
+
+    // Once the worker's leases have run out on Redis's clock, ours (taken half a window later) are still alive.
+    for (let now = await serverNow(); now < lastOut; now = await serverNow()) await sleep(lastOut - now);
     expect((await limiter.peek('worker-key')).remaining).toBe(3);
     for (const d of third) if (d.leaseId) await limiter.release('worker-key', d.leaseId);
     expect((await limiter.peek('worker-key')).remaining).toBe(5);
-  }, 20_000);
+  }, 30_000);
 
   it.each([
     ['MemoryStore', () => new MemoryStore()],
     ['RedisStore', () => new RedisStore({ client: redis.client })],
   ] as const)('%s: weighs leases by cost, releases exactly the lease given, ignores unknown leases', async (_, makeStore) => {
-    const limiter = createLimiter({ algorithm: 'concurrency', limit: 4, windowMs: 60_000, store: makeStore(), prefix: `weights-${_}:` });
+    const limiter = createLimiter({ algorithm: 'concurrency', limit: 4, windowMs: 60_000, store: makeStore(), prefix: `weights-${_}:`, timeoutMs });
     const big = await limiter.consume('k', { cost: 3 });
     expect(big).toMatchObject({ allowed: true, remaining: 1 });
     expect(big.leaseId).toMatch(/^3\./);
@@ -65,7 +93,10 @@ describe('concurrency rules', () => {
         { name: 'in-flight', algorithm: 'concurrency', limit: 10, windowMs: 60_000 },
         { name: 'per-minute', algorithm: 'fixed-window', limit: 1, windowMs: 60_000 },
       ],
-      store: new RedisStore({ client: redis.client }),
+      // The limiter's clock stands still: the minute cannot end between the two calls.
+      store: new RedisStore({ client: redis.client, clock: 'client' }),
+      now: () => Date.UTC(2026, 0, 1, 0, 0, 30),
+      timeoutMs,
       prefix: 'mixed:',
     });
     expect((await limiter.consume('k')).allowed).toBe(true);

@@ -21,8 +21,10 @@ const redisServer = useRedisServer();
 
 /**
  * Rules with windows of 30 s to 10 min: under the client clock Redis expires
- * keys on its own clock after the rule's horizon, so virtual time must not
- * outrun it while a trace runs.
+ * keys on its own clock after the rule's horizon, so real time must not
+ * outrun it while a trace runs. A bucket's horizon is the time it takes to
+ * refill, burst · windowMs / limit: its window is stretched by ceil(limit /
+ * burst) so that the horizon too is 30 s at least, whatever the burst.
  */
 function conformanceRule(algorithm: AlgorithmName, name: string): fc.Arbitrary<RuleOptions> {
   return fc
@@ -39,11 +41,11 @@ function conformanceRule(algorithm: AlgorithmName, name: string): fc.Arbitrary<R
           return { name, algorithm, limit, windowMs: windowMs - (windowMs % segments), segments };
         case 'token-bucket':
         case 'gcra':
-          return { name, algorithm, limit, windowMs, burst };
+          return { name, algorithm, limit, windowMs: windowMs * Math.ceil(limit / burst), burst };
         case 'concurrency':
           return { name, algorithm, limit, windowMs };
         case 'leaky-bucket':
-          return { name, algorithm, limit, windowMs, burst, mode: shape ? ('shape' as const) : ('police' as const) };
+          return { name, algorithm, limit, windowMs: windowMs * Math.ceil(limit / burst), burst, mode: shape ? ('shape' as const) : ('police' as const) };
         default:
           return { name, algorithm, limit, windowMs };
       }
@@ -77,11 +79,19 @@ const operations = fc.array(
 );
 
 let run = 0;
+/** For the property tests: a loaded machine runs them several times slower, and vitest's default of 5 s is not far. */
+const propertyTimeout = 120_000;
+/**
+ * Far above any round trip: on a loaded machine a Redis call can take longer
+ * than the default 200 ms, and a timeout would make a decision differ from
+ * the reference (onStoreError decides it).
+ */
+const timeoutMs = 30_000;
 
 /** Runs a trace on a limiter built from `store` and checks every decision against the reference. */
 async function checkTrace(store: Store, rules: RuleOptions[], steps: { op: string; key: string; gap: number; cost: number }[]) {
   let now = 1_700_000_000_000 + (run % 1000) * 3_600_000;
-  const limiter: Limiter = createLimiter({ rules, store, now: () => now, prefix: `conf${run++}:` });
+  const limiter: Limiter = createLimiter({ rules, store, now: () => now, prefix: `conf${run++}:`, timeoutMs });
   const reference = referenceLimiter(rules.map((r, i) => compileRule(r, `rules[${i}]`)));
   const shortest = Math.min(...rules.map((r) => r.windowMs));
   const leases: { key: string; leaseId: string }[] = [];
@@ -113,17 +123,21 @@ const stores: [string, () => Store][] = [
 ];
 
 describe.each(stores)('%s conformance', (_, makeStore) => {
-  it('decides random multi-rule traces exactly like the reference, field by field', async () => {
-    await fc.assert(
-      fc.asyncProperty(ruleLists, operations, async (rules, steps) => {
-        await checkTrace(makeStore(), rules, steps);
-      }),
-      { numRuns: 1000 },
-    );
-  });
+  it(
+    'decides random multi-rule traces exactly like the reference, field by field',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(ruleLists, operations, async (rules, steps) => {
+          await checkTrace(makeStore(), rules, steps);
+        }),
+        { numRuns: 1000 },
+      );
+    },
+    propertyTimeout,
+  );
 
   it.each(algorithmNames)('%s: a cost above the capacity is denied with retryAfterMs = Infinity and takes nothing', async (algorithm) => {
-    const limiter = createLimiter({ algorithm, limit: 4, windowMs: 60_000, store: makeStore(), prefix: `inf${run++}:` });
+    const limiter = createLimiter({ algorithm, limit: 4, windowMs: 60_000, store: makeStore(), prefix: `inf${run++}:`, timeoutMs });
     const denied = await limiter.consume('k', { cost: 5 });
     expect(denied).toMatchObject({ allowed: false, retryAfterMs: Number.POSITIVE_INFINITY, remaining: 4 });
     expect((await limiter.consume('k', { cost: 4 })).allowed).toBe(true);
@@ -140,31 +154,41 @@ describe.each(stores)('%s conformance', (_, makeStore) => {
 });
 
 describe('MemoryStore and RedisStore side by side', () => {
-  it('make the same decisions on the same random traces', async () => {
-    await fc.assert(
-      fc.asyncProperty(ruleLists, operations, async (rules, steps) => {
-        let now = 1_800_000_000_000;
-        const prefix = `side${run++}:`;
-        const memory = createLimiter({ rules, now: () => now, prefix });
-        const redisLimiter = createLimiter({ rules, now: () => now, prefix, store: new RedisStore({ client: redisServer.client, clock: 'client' }) });
-        const shortest = Math.min(...rules.map((r) => r.windowMs));
-        const leases: { key: string; memory: string; redis: string }[] = [];
-        for (const { op, key, gap: permille, cost } of steps) {
-          now += Math.round((permille * shortest) / 1000);
-          if (op === 'consume') {
-            const { leaseId: inRedis, ...fromRedis } = await redisLimiter.consume(key, { cost });
-            const { leaseId: inMemory, ...fromMemory } = await memory.consume(key, { cost });
-            expect(fromRedis).toEqual(fromMemory);
-            if (inRedis !== undefined && inMemory !== undefined) leases.push({ key, memory: inMemory, redis: inRedis });
-          } else if (op === 'release') {
-            const lease = leases.splice(cost % Math.max(1, leases.length), 1)[0];
-            if (lease !== undefined) await Promise.all([memory.release(lease.key, lease.memory), redisLimiter.release(lease.key, lease.redis)]);
-          } else if (op === 'peek') expect(await redisLimiter.peek(key)).toEqual(await memory.peek(key));
-          else if (op === 'refund') await Promise.all([memory.refund(key, { cost }), redisLimiter.refund(key, { cost })]);
-          else await Promise.all([memory.reset(key), redisLimiter.reset(key)]);
-        }
-      }),
-      { numRuns: 500 },
-    );
-  });
+  it(
+    'make the same decisions on the same random traces',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(ruleLists, operations, async (rules, steps) => {
+          let now = 1_800_000_000_000;
+          const prefix = `side${run++}:`;
+          const memory = createLimiter({ rules, now: () => now, prefix });
+          const redisLimiter = createLimiter({
+            rules,
+            now: () => now,
+            prefix,
+            store: new RedisStore({ client: redisServer.client, clock: 'client' }),
+            timeoutMs,
+          });
+          const shortest = Math.min(...rules.map((r) => r.windowMs));
+          const leases: { key: string; memory: string; redis: string }[] = [];
+          for (const { op, key, gap: permille, cost } of steps) {
+            now += Math.round((permille * shortest) / 1000);
+            if (op === 'consume') {
+              const { leaseId: inRedis, ...fromRedis } = await redisLimiter.consume(key, { cost });
+              const { leaseId: inMemory, ...fromMemory } = await memory.consume(key, { cost });
+              expect(fromRedis).toEqual(fromMemory);
+              if (inRedis !== undefined && inMemory !== undefined) leases.push({ key, memory: inMemory, redis: inRedis });
+            } else if (op === 'release') {
+              const lease = leases.splice(cost % Math.max(1, leases.length), 1)[0];
+              if (lease !== undefined) await Promise.all([memory.release(lease.key, lease.memory), redisLimiter.release(lease.key, lease.redis)]);
+            } else if (op === 'peek') expect(await redisLimiter.peek(key)).toEqual(await memory.peek(key));
+            else if (op === 'refund') await Promise.all([memory.refund(key, { cost }), redisLimiter.refund(key, { cost })]);
+            else await Promise.all([memory.reset(key), redisLimiter.reset(key)]);
+          }
+        }),
+        { numRuns: 500 },
+      );
+    },
+    propertyTimeout,
+  );
 });

@@ -7,10 +7,13 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
+/** The limiters' clock: it stands still, so no window ends while a test runs. */
+const frozenClock = () => 1_700_000_000_000;
+
 describe('MemoryStore', () => {
   it('forgets the least recently used key when a new key arrives at maxKeys', async () => {
     const store = new MemoryStore({ maxKeys: 3 });
-    const limiter = createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000, store });
+    const limiter = createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000, store, now: frozenClock });
     for (const key of ['a', 'b', 'c']) await limiter.consume(key);
     await limiter.peek('a'); // a is now more recent than b
     await limiter.consume('d'); // evicts b
@@ -60,7 +63,7 @@ describe('MemoryStore', () => {
   it('forgets a key whose refunds bring it back to full capacity', async () => {
     const store = new MemoryStore();
     for (const algorithm of algorithms.filter((a) => a !== 'concurrency')) {
-      const limiter = createLimiter({ algorithm, limit: 3, windowMs: 1000, store, prefix: `${algorithm}:` });
+      const limiter = createLimiter({ algorithm, limit: 3, windowMs: 1000, store, prefix: `${algorithm}:`, now: frozenClock });
       await limiter.consume('k', { cost: 2 });
       await limiter.refund('k', { cost: 2 });
       expect(store.size(`${algorithm}:`, 'default')).toBe(0);
@@ -70,7 +73,7 @@ describe('MemoryStore', () => {
 
   it('forgets a key whose concurrency leases are all released', async () => {
     const store = new MemoryStore();
-    const limiter = createLimiter({ algorithm: 'concurrency', limit: 3, windowMs: 1000, store });
+    const limiter = createLimiter({ algorithm: 'concurrency', limit: 3, windowMs: 1000, store, now: frozenClock });
     const a = await limiter.consume('k', { cost: 2 });
     const b = await limiter.consume('k');
     expect((await limiter.consume('k')).allowed).toBe(false);
@@ -83,8 +86,8 @@ describe('MemoryStore', () => {
 
   it('keeps limiters with different prefixes apart in one store', async () => {
     const store = new MemoryStore();
-    const a = createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000, store, prefix: 'a:' });
-    const b = createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000, store, prefix: 'b:' });
+    const a = createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000, store, prefix: 'a:', now: frozenClock });
+    const b = createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000, store, prefix: 'b:', now: frozenClock });
     expect((await a.consume('k')).allowed).toBe(true);
     expect((await b.consume('k')).allowed).toBe(true);
     expect((await a.consume('k')).allowed).toBe(false);
