@@ -119,6 +119,8 @@ class RateLimiter implements Limiter {
   private readonly denials: DenyCache | undefined;
   /** Whether a rule in force is a concurrency rule: calls then take leases. */
   private leasing: boolean;
+  /** Whether anyone listens to 'allowed' or 'limited': only then is a call timed and an event built. */
+  private timed = false;
   private lastErrorLog = Number.NEGATIVE_INFINITY;
   private unloggedErrors = 0;
 
@@ -136,6 +138,7 @@ class RateLimiter implements Limiter {
 
   now(): number {
     const now = this.config.now();
+    if (Number.isSafeInteger(now)) return now; // Date.now() and any sane clock
     if (!Number.isFinite(now)) {
       throw new FloodgateError(ErrorCodes.OPTION, `The limiter's clock (now option) returned ${describe(now)}; it must return ms as a finite number.`);
     }
@@ -143,11 +146,14 @@ class RateLimiter implements Limiter {
   }
 
   on<E extends keyof LimiterEvents>(event: E, listener: (payload: LimiterEvents[E]) => void): () => void {
-    return this.events.on(event, listener);
+    this.events.on(event, listener);
+    this.timed = this.events.has('allowed') || this.events.has('limited');
+    return () => this.off(event, listener);
   }
 
   off<E extends keyof LimiterEvents>(event: E, listener: (payload: LimiterEvents[E]) => void): void {
     this.events.off(event, listener);
+    this.timed = this.events.has('allowed') || this.events.has('limited');
   }
 
   updateRules(rules: readonly RuleOptions[] | RuleOptions): void {
@@ -160,34 +166,76 @@ class RateLimiter implements Limiter {
     this.denials?.clear();
   }
 
-  async consume(key: string, options?: ConsumeOptions): Promise<Decision> {
-    const cost = checkCost(options);
-    const keyed = storeKey(key);
-    const id = isPromise(keyed) ? await keyed : keyed;
-    const ruleSet = this.ruleSet;
-    const timed = this.events.has('allowed') || this.events.has('limited');
-    const started = timed ? performance.now() : 0;
-    const now = this.now();
-    let decision = this.denials?.lookup(id, cost, now);
-    if (decision === undefined) {
-      if (!this.breaker.allows()) return this.storeFailed(key, unavailable(), ruleSet, cost);
-      const leaseId = this.leasing ? `${cost}.${crypto.randomUUID()}` : undefined;
-      try {
-        const result = this.store.consume(id, ruleSet, cost, now, leaseId);
-        decision = combine(isPromise(result) ? await withTimeout(result, this.config.timeoutMs) : result);
-      } catch (error) {
-        this.breaker.failed();
-        return this.storeFailed(key, asError(error), ruleSet, cost);
-      }
-      this.breaker.succeeded();
-      if (leaseId !== undefined && decision.allowed) decision.leaseId = leaseId;
-      if (this.denials !== undefined) {
-        // A lease can end at any moment in any process: a concurrency denial says nothing about the next call.
-        if (decision.allowed || this.leasing) this.denials.forget(id);
-        else this.denials.remember(id, cost, decision, now);
-      }
+  consume(key: string, options?: ConsumeOptions): Promise<Decision> {
+    // Not an async function: with a store that answers synchronously (MemoryStore) the
+    // decision is made here and now, without the frame and promises an async function allocates.
+    try {
+      const cost = checkCost(options);
+      const id = storeKey(key);
+      const decision = typeof id === 'string' ? this.decide(key, id, cost) : id.then((hashed) => this.decide(key, hashed, cost));
+      return isPromise(decision) ? decision : Promise.resolve(decision);
+    } catch (error) {
+      return Promise.reject(error);
     }
-    if (timed) {
+  }
+
+  /** Decides a call: synchronously when the store and the deny cache can, else a promise. */
+  private decide(key: string, id: string, cost: number): Decision | Promise<Decision> {
+    const ruleSet = this.ruleSet;
+    const started = this.timed ? performance.now() : -1;
+    const now = this.now();
+    const remembered = this.denials?.lookup(id, cost, now);
+    if (remembered !== undefined) return this.report(key, remembered, started);
+    if (!this.breaker.allows()) return this.storeFailed(key, unavailable(), ruleSet, cost);
+    const leaseId = this.leasing ? `${cost}.${crypto.randomUUID()}` : undefined;
+    let result: RuleDecision[] | Promise<RuleDecision[]>;
+    try {
+      result = this.store.consume(id, ruleSet, cost, now, leaseId);
+    } catch (error) {
+      return this.consumeFailed(key, error, ruleSet, cost);
+    }
+    if (Array.isArray(result)) return this.decided(key, id, cost, now, leaseId, ruleSet, result, started);
+    return withTimeout(result, this.config.timeoutMs).then(
+      (rules) => this.decided(key, id, cost, now, leaseId, ruleSet, rules, started),
+      (error: unknown) => this.consumeFailed(key, error, ruleSet, cost),
+    );
+  }
+
+  /** What the store answered, as a Decision: remembered, reported, with its lease. */
+  private decided(
+    key: string,
+    id: string,
+    cost: number,
+    now: number,
+    leaseId: string | undefined,
+    ruleSet: RuleSet,
+    rules: RuleDecision[],
+    started: number,
+  ): Decision | Promise<Decision> {
+    let decision: Decision;
+    try {
+      decision = combine(rules);
+    } catch (error) {
+      return this.consumeFailed(key, error, ruleSet, cost); // a store that answered nonsense
+    }
+    this.breaker.succeeded();
+    if (leaseId !== undefined && decision.allowed) decision.leaseId = leaseId;
+    if (this.denials !== undefined) {
+      // A lease can end at any moment in any process: a concurrency denial says nothing about the next call.
+      if (decision.allowed || this.leasing) this.denials.forget(id);
+      else this.denials.remember(id, cost, decision, now);
+    }
+    return this.report(key, decision, started);
+  }
+
+  private consumeFailed(key: string, error: unknown, ruleSet: RuleSet, cost: number): Promise<Decision> {
+    this.breaker.failed();
+    return this.storeFailed(key, asError(error), ruleSet, cost);
+  }
+
+  /** Emits 'allowed' or 'limited' when the call was timed (someone listens). */
+  private report(key: string, decision: Decision, started: number): Decision {
+    if (started >= 0) {
       const event = decision.allowed ? 'allowed' : 'limited';
       this.events.emit(event, { key, rule: decision.rule, decision, latencyMs: performance.now() - started });
     }
@@ -200,7 +248,7 @@ class RateLimiter implements Limiter {
     if (!this.breaker.allows()) return this.storeFailed(key, unavailable(), ruleSet, 1, true);
     try {
       const result = this.store.peek(id, ruleSet, this.now());
-      const decision = combine(isPromise(result) ? await withTimeout(result, this.config.timeoutMs) : result);
+      const decision = combine(Array.isArray(result) ? result : await withTimeout(result, this.config.timeoutMs));
       this.breaker.succeeded();
       return decision;
     } catch (error) {
