@@ -15,8 +15,8 @@ const hono: AdapterUnderTest = {
   createLimiter,
   header: ([c], header) => (c as Context).req.header(header),
   teapot: (c: Context, _next: Next, decision: Decision) => c.json({ rule: decision.rule, retryAfter: c.res.headers.get('retry-after') }, 418),
-  // Hono sees a Request and returns a Response: a client that goes away mid-request is invisible to it.
-  seesAbandonedRequests: false,
+  // On @hono/node-server the adapter watches the Node response on c.env.outgoing, as Express and Koa do.
+  seesAbandonedRequests: true,
   async start(routes, settings = {}) {
     const app = new Hono<{ Variables: RateLimitVariables }>();
     app.onError((_error, c) => c.text('Internal Server Error', 500));
@@ -99,5 +99,22 @@ describe('Hono specifics', () => {
     expect((await app.request('/', { headers: { 'x-api-key': 'a' } })).status).toBe(429);
     expect((await app.request('/')).status).toBe(200);
     expect((await app.request('/')).status).toBe(429);
+  });
+
+  it('without a Node response (fetch-style), ends a lease and refunds a failed request when the handler returns', async () => {
+    const leases = createLimiter({ algorithm: 'concurrency', limit: 1, windowMs: 60_000 });
+    const failures = createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000 });
+    const app = new Hono();
+    let inFlight = -1;
+    app.get('/lease', rateLimit({ limiter: leases, key: () => 'k' }), async (c) => {
+      inFlight = (await leases.peek('k')).remaining;
+      return c.text('ok');
+    });
+    app.get('/fail', rateLimit({ limiter: failures, skipFailedRequests: true, key: () => 'k' }), (c) => c.text('no', 500));
+    expect((await app.request('/lease')).status).toBe(200);
+    expect(inFlight).toBe(0); // the lease is held while the handler runs ...
+    expect((await app.request('/lease')).status).toBe(200); // ... and ended once it returned
+    for (let i = 0; i < 3; i++) expect((await app.request('/fail')).status).toBe(500);
+    expect((await failures.peek('k')).remaining).toBe(1);
   });
 });

@@ -3,10 +3,12 @@ import {
   createRateLimitFlow,
   type Decision,
   ErrorCodes,
+  type FinishingResponse,
   FloodgateError,
   type KeyBy,
   type RateLimitOptions,
   type RequestReader,
+  settleWhenFinished,
 } from '@floodgate/core';
 import type { Context, MiddlewareHandler, Next } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
@@ -44,6 +46,15 @@ function clientAddress(c: Context): string | undefined {
   const getConnInfo = connInfoOf.get(c);
   if (getConnInfo !== undefined) return getConnInfo(c).remote.address;
   return (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket?.remoteAddress;
+}
+
+/**
+ * The Node response @hono/node-server puts on `c.env.outgoing`, when there is
+ * one. Read by shape, not imported: this package loads on every runtime.
+ */
+function nodeResponse(c: Context): FinishingResponse | undefined {
+  const outgoing = (c.env as { outgoing?: Partial<FinishingResponse> } | undefined)?.outgoing;
+  return typeof outgoing?.once === 'function' ? (outgoing as FinishingResponse) : undefined;
 }
 
 const reader: RequestReader<HonoArgs> = {
@@ -102,9 +113,17 @@ export function rateLimit(options: HonoRateLimitOptions): MiddlewareHandler<{ Va
       return c.body(outcome.body, outcome.status as ContentfulStatusCode, { 'Content-Type': outcome.contentType });
     }
     if (!flow.mustSettle(outcome)) return next();
+    const outgoing = nodeResponse(c);
+    if (outgoing !== undefined) {
+      // On Node the connection is visible: settle when the response is sent (streamed bodies included),
+      // or when the client goes away while the handler still runs.
+      settleWhenFinished(flow, outcome, outgoing);
+      return next();
+    }
     try {
       await next();
     } finally {
+      // Fetch-style runtimes hide the connection: the lease ends when the handler returns.
       // Hono turns a handler's error into c.res (500) before next() returns: the status is final here.
       flow.settle(outcome, c.res.status);
     }

@@ -54,6 +54,41 @@ describe('instrument', () => {
     expect(sample(await registry.metrics(), 'floodgate_store_errors_total', { limiter: 'broken' })).toBe(2);
   });
 
+  it('labels store errors with what onStoreError decided, and the rule only when an insurance limiter measured it', async () => {
+    const registry = new Registry();
+    const fail = () => Promise.reject(new Error('down'));
+    const broken = () => ({ consume: fail, peek: fail, refund: fail, reset: fail });
+    const rules = [
+      { name: 'per-minute', algorithm: 'fixed-window' as const, limit: 5, windowMs: 60_000 },
+      { name: 'per-hour', algorithm: 'fixed-window' as const, limit: 50, windowMs: 3_600_000 },
+    ];
+    const allow = createLimiter({ rules, store: broken() });
+    const deny = createLimiter({ rules, store: broken(), onStoreError: 'deny' });
+    const insurance = createLimiter({ name: 'fallback', algorithm: 'fixed-window', limit: 1, windowMs: 60_000, now: frozenClock });
+    const insured = createLimiter({ rules, store: broken(), onStoreError: insurance });
+    instrument(allow, { name: 'allow', registry });
+    instrument(deny, { name: 'deny', registry });
+    instrument(insured, { name: 'insured', registry });
+    for (const limiter of [allow, deny, insured]) {
+      await limiter.consume('k');
+      await limiter.consume('k');
+    }
+    await allow.refund('k');
+    const text = await registry.metrics();
+    const errors = (labels: Record<string, string>) => sample(text, 'floodgate_store_errors_total', labels);
+    // 'allow' and 'deny' measured no rule: the label is empty rather than the first rule's name.
+    expect(errors({ limiter: 'allow', rule: '', outcome: 'allowed' })).toBe(2);
+    expect(errors({ limiter: 'allow', rule: 'per-minute' })).toBeUndefined();
+    expect(errors({ limiter: 'deny', rule: '', outcome: 'limited' })).toBe(2);
+    // The insurance limiter admits one call a minute under its rule 'fallback'.
+    expect(errors({ limiter: 'insured', rule: 'fallback', outcome: 'allowed' })).toBe(1);
+    expect(errors({ limiter: 'insured', rule: 'fallback', outcome: 'limited' })).toBe(1);
+    // A failed refund decides nothing.
+    expect(errors({ limiter: 'allow', rule: '', outcome: '' })).toBe(1);
+    // Calls onStoreError decided are counted here only, not in floodgate_decisions_total.
+    expect(sample(text, 'floodgate_decisions_total', { limiter: 'allow' })).toBeUndefined();
+  });
+
   it('serves real Prometheus output at /metrics next to a limited Express app', async () => {
     const registry = new Registry();
     const limiter = createLimiter({ algorithm: 'fixed-window', limit: 2, windowMs: 60_000, now: frozenClock });

@@ -1,4 +1,4 @@
-import type { Limiter, RuleDecision } from '@floodgate/core';
+import { type Decision, isUnmeasured, type Limiter, type RuleDecision } from '@floodgate/core';
 import { Counter, register as defaultRegistry, Gauge, Histogram, type Registry } from 'prom-client';
 
 export interface InstrumentOptions {
@@ -14,11 +14,23 @@ export interface InstrumentOptions {
 
 interface Metrics {
   decisions: Counter<'limiter' | 'rule' | 'outcome'>;
-  errors: Counter<'limiter'>;
+  errors: Counter<'limiter' | 'rule' | 'outcome'>;
   latency: Histogram<'limiter'>;
   nearLimit: Gauge<'limiter' | 'rule'>;
   /** Per limiter: key + rule -> when its near-limit state ends (ms). */
   tracked: Map<string, Map<string, { rule: string; until: number }>>;
+}
+
+/**
+ * The labels of a store error besides `limiter`, named as on floodgate_decisions_total.
+ * `outcome`: what onStoreError decided for the call, `''` when there was no call to decide
+ * (a refund or a lease release failed). `rule`: the binding rule when an insurance limiter
+ * measured the call, `''` when onStoreError 'allow'/'deny' decided: no rule was measured then
+ * (the decision core makes up names the first rule, which would be a false label).
+ */
+function storeErrorLabels(decision: Decision | undefined): { rule: string; outcome: string } {
+  if (decision === undefined) return { rule: '', outcome: '' };
+  return { rule: isUnmeasured(decision) ? '' : decision.rule, outcome: decision.allowed ? 'allowed' : 'limited' };
 }
 
 const perRegistry = new WeakMap<Registry, Metrics>();
@@ -38,8 +50,8 @@ function metricsFor(registry: Registry): Metrics {
     }),
     errors: new Counter({
       name: 'floodgate_store_errors_total',
-      help: 'Store failures and timeouts (onStoreError decided).',
-      labelNames: ['limiter'],
+      help: 'Store failures and timeouts, by limiter, the binding rule of an insurance limiter, and what onStoreError decided (allowed, limited, or empty: no decision).',
+      labelNames: ['limiter', 'rule', 'outcome'],
       registers: [registry],
     }),
     latency: new Histogram({
@@ -75,7 +87,9 @@ function metricsFor(registry: Registry): Metrics {
 /**
  * Counts what a limiter decides into Prometheus metrics:
  * `floodgate_decisions_total{limiter,rule,outcome}`,
- * `floodgate_store_errors_total{limiter}`,
+ * `floodgate_store_errors_total{limiter,rule,outcome}` (what onStoreError decided;
+ * `rule` is set only when an insurance limiter decided, `outcome` is empty for a
+ * failed refund or lease release),
  * `floodgate_store_latency_seconds{limiter}` and
  * `floodgate_keys_near_limit{limiter,rule}`. Returns a function that stops it.
  *
@@ -115,8 +129,8 @@ export function instrument(limiter: Limiter, options: InstrumentOptions): () => 
     metrics.latency.observe({ limiter: name }, latencyMs / 1000);
     track(key, decision.rules);
   });
-  const offError = limiter.on('error', () => {
-    metrics.errors.inc({ limiter: name });
+  const offError = limiter.on('error', ({ decision }) => {
+    metrics.errors.inc({ limiter: name, ...storeErrorLabels(decision) });
   });
   return () => {
     offAllowed();
