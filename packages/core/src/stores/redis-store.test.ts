@@ -214,23 +214,6 @@ describe('RedisStore', () => {
     expect(() => new RedisStore({ client: redis, clock: 'local' as never })).toThrow(expect.objectContaining({ code: 'ERR_FG_OPTION' }));
     expect(() => new RedisStore({ client: redis, keyPrefix: 'x' } as never)).toThrow(expect.objectContaining({ code: 'ERR_FG_UNKNOWN_OPTION' }));
   });
-
-  it('works with a node-redis style client (evalSha / eval with { keys, arguments })', async () => {
-    const nodeRedisLike = {
-      evalSha: (sha: string, o: { keys: string[]; arguments: string[] }) => redis.evalsha(sha, o.keys.length, ...o.keys, ...o.arguments),
-      eval: (script: string, o: { keys: string[]; arguments: string[] }) => redis.eval(script, o.keys.length, ...o.keys, ...o.arguments),
-    };
-    const limiter = createLimiter({
-      algorithm: 'gcra',
-      limit: 1,
-      windowMs: 60_000,
-      store: new RedisStore({ client: nodeRedisLike }),
-      prefix: fresh('node-redis'),
-      timeoutMs,
-    });
-    expect((await limiter.consume('k')).allowed).toBe(true);
-    expect((await limiter.consume('k')).allowed).toBe(false);
-  });
 });
 
 describe('RedisStore with the server clock', () => {

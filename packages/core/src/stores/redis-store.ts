@@ -190,12 +190,14 @@ export class RedisStore implements Store {
   }
 
   private async call(script: LuaScript, keys: string[], args: string[]): Promise<unknown> {
-    // Fail fast while ioredis is between connections: a command sent now would wait in
+    // Fail fast while the client is between connections: a command sent now would wait in
     // its offline queue, and run late (counting a request already decided) when Redis returns.
-    const status = (this.client as { status?: unknown }).status;
-    if (typeof status === 'string' && disconnected.has(status)) {
-      throw new FloodgateError(ErrorCodes.STORE_UNAVAILABLE, `The Redis client is not connected (status '${status}').`);
+    const client = this.client as { status?: unknown; isReady?: unknown };
+    if (typeof client.status === 'string' && disconnected.has(client.status)) {
+      throw new FloodgateError(ErrorCodes.STORE_UNAVAILABLE, `The Redis client is not connected (status '${client.status}').`);
     }
+    // node-redis has no status; isReady is false while it is closed or reconnecting.
+    if (client.isReady === false) throw new FloodgateError(ErrorCodes.STORE_UNAVAILABLE, 'The Redis client is not connected (isReady is false).');
     try {
       return await this.run(script, true, keys, args);
     } catch (error) {
