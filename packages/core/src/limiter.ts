@@ -1,3 +1,4 @@
+import { isPromise } from './awaitable.js';
 import { Breaker } from './breaker.js';
 import { combine, type Decision } from './decision.js';
 import { DenyCache } from './deny-cache.js';
@@ -50,8 +51,6 @@ export interface Limiter {
   on<E extends keyof LimiterEvents>(event: E, listener: (payload: LimiterEvents[E]) => void): () => void;
   off<E extends keyof LimiterEvents>(event: E, listener: (payload: LimiterEvents[E]) => void): void;
 }
-
-const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => typeof (value as { then?: unknown })?.then === 'function';
 
 function checkCost(options: ConsumeOptions | undefined): number {
   const cost = options?.cost ?? 1;

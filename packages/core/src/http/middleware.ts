@@ -1,3 +1,4 @@
+import { isPromise } from '../awaitable.js';
 import type { Decision } from '../decision.js';
 import { describe, ErrorCodes, FloodgateError } from '../errors.js';
 import { createLimiter, isUnmeasured, type Limiter } from '../limiter.js';
@@ -85,6 +86,7 @@ export interface RateLimitFlow<Args extends unknown[], Handler> {
 }
 
 const DEFAULT_MESSAGE = 'Too many requests, please try again later.';
+const SKIP: Outcome = Object.freeze({ kind: 'skip' });
 const STORE_DOWN_MESSAGE = 'Service unavailable: the rate limiter cannot reach its store.';
 const FORBIDDEN_MESSAGE = 'Forbidden';
 
@@ -204,24 +206,39 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
   const staticBody = typeof message === 'function' ? undefined : render(message);
   const denied = compileAccessList<Args>(options.denyList, 'denyList');
   const allowed = compileAccessList<Args>(options.allowList, 'allowList');
-  const onList = async (list: typeof denied, args: Args) => list !== undefined && (await list(adapter.clientIp(...args), args));
-
   return {
     limiter,
     handler: options.handler,
 
+    // Callbacks usually answer synchronously: each is awaited only when it returned a promise,
+    // so that a request does not pay a microtask turn per option it does not use.
     async run(args) {
-      if (skip !== undefined && (await skip(...args))) return { kind: 'skip' };
-      if (await onList(denied, args)) {
-        adapter.expose(DENY_LISTED, ...args);
-        return { kind: 'deny', decision: DENY_LISTED, headers: [], status: 403, custom: false, ...render(FORBIDDEN_MESSAGE) };
+      if (skip !== undefined) {
+        const skipped = skip(...args);
+        if (isPromise(skipped) ? await skipped : skipped) return SKIP;
       }
-      if (await onList(allowed, args)) return { kind: 'skip' };
-      const id = checkKey(await key(...args));
-      const units = typeof cost === 'number' ? cost : checkCost(await cost(...args));
+      if (denied !== undefined) {
+        const listed = denied(adapter.clientIp(...args), args);
+        if (isPromise(listed) ? await listed : listed) {
+          adapter.expose(DENY_LISTED, ...args);
+          return { kind: 'deny', decision: DENY_LISTED, headers: [], status: 403, custom: false, ...render(FORBIDDEN_MESSAGE) };
+        }
+      }
+      if (allowed !== undefined) {
+        const listed = allowed(adapter.clientIp(...args), args);
+        if (isPromise(listed) ? await listed : listed) return SKIP;
+      }
+      const keyed = key(...args);
+      const id = checkKey(isPromise(keyed) ? await keyed : keyed);
+      let units = 1;
+      if (typeof cost === 'number') units = cost;
+      else {
+        const costed = cost(...args);
+        units = checkCost(isPromise(costed) ? await costed : costed);
+      }
       // The time the decision is about: X-RateLimit-Reset is this plus resetMs, whatever happens after.
       const decidedAt = limiter.now();
-      const decision = await limiter.consume(id, { cost: units });
+      const decision = await limiter.consume(id, units === 1 ? undefined : { cost: units });
       adapter.expose(decision, ...args);
 
       if (decision.allowed || shadow) {
@@ -264,7 +281,7 @@ export interface FinishingResponse {
 }
 
 /**
- * For adapters on Node's http server (Express, Koa): calls `flow.settle` once
+ * For adapters on Node's http server (Express, Koa, Hono on @hono/node-server): calls `flow.settle` once
  * the response is sent, with its status, or with `undefined` when the
  * connection closed before it was (the client went away): leases end and
  * refunds happen then. Does nothing when there is nothing to settle.
