@@ -31,7 +31,13 @@ export interface ContenderInfo {
   floodgate: boolean;
 }
 
-export type MemoryContenderId = 'map' | 'express-rate-limit' | 'rate-limiter-flexible' | 'floodgate-fixed-window' | 'floodgate-gcra';
+export type MemoryContenderId =
+  | 'map'
+  | 'express-rate-limit'
+  | 'rate-limiter-flexible'
+  | 'floodgate-fixed-window'
+  | 'floodgate-gcra'
+  | 'floodgate-fixed-window-events';
 
 export const memoryContenders: readonly ContenderInfo[] = [
   { id: 'map', label: 'awaited Map fixed window (baseline)', floodgate: false },
@@ -39,6 +45,7 @@ export const memoryContenders: readonly ContenderInfo[] = [
   { id: 'rate-limiter-flexible', label: 'rate-limiter-flexible RateLimiterMemory', floodgate: false },
   { id: 'floodgate-fixed-window', label: 'Floodgate MemoryStore, fixed-window', floodgate: true },
   { id: 'floodgate-gcra', label: 'Floodgate MemoryStore, gcra', floodgate: true },
+  { id: 'floodgate-fixed-window-events', label: "Floodgate MemoryStore, fixed-window, with 'allowed' and 'limited' listeners", floodgate: true },
 ];
 
 /** The baseline: the fixed window anyone would write in ten lines, behind an `await` like every store. */
@@ -75,6 +82,18 @@ export function createMemoryContender(id: MemoryContenderId): Contender {
     case 'floodgate-gcra': {
       const limiter = createLimiter({ algorithm: id === 'floodgate-gcra' ? 'gcra' : 'fixed-window', limit: LIMIT, windowMs: WINDOW_MS });
       return { call: (key) => limiter.consume(key), admits: (decision) => (decision as { allowed: boolean }).allowed };
+    }
+    case 'floodgate-fixed-window-events': {
+      // What events cost once someone listens (a metrics exporter does): each call is timed and its event built.
+      const limiter = createLimiter({ algorithm: 'fixed-window', limit: LIMIT, windowMs: WINDOW_MS });
+      let seen = 0;
+      limiter.on('allowed', () => {
+        seen++;
+      });
+      limiter.on('limited', () => {
+        seen++;
+      });
+      return { call: (key) => limiter.consume(key), admits: (decision) => seen > 0 && (decision as { allowed: boolean }).allowed };
     }
   }
 }
