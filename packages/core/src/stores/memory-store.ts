@@ -27,22 +27,34 @@ export interface MemoryStoreOptions {
 /** Entries the sweeper looks at per table per tick: bounds the pause on a large store. */
 const SWEEP_BUDGET = 20_000;
 
+/** Where a slot's numbers start in `Table.slots`: its expiry, its last use, then the algorithm's state. */
+const EXPIRES_AT = 0;
+const TOUCHED_AT = 1;
+const STATE = 2;
+
 /**
- * The keys of one rule: a Map from key to a slot, and per-slot columns in
- * typed arrays, so a key costs a Map entry and a few numbers, not an object.
+ * The keys of one rule: a Map from key to a slot, and each slot's numbers side
+ * by side in one typed array (expiry, last use, then the algorithm's state), so
+ * a key costs a Map entry and a few numbers, not an object, and a decision
+ * reads one stretch of memory.
  */
 abstract class Table {
   readonly index = new Map<string, number>();
   protected capacity = 0;
-  expiresAt = new Float64Array(0);
-  private touchedAt = new Float64Array(0);
+  protected slots = new Float64Array(0);
+  /** Numbers per slot. */
+  protected readonly stride: number;
   private readonly freeSlots: number[] = [];
   private used = 0;
   private clock = 0; // counts lookups, for recency
   private readonly slack: number;
   private cursor: Iterator<[string, number]> | undefined;
 
-  constructor(private readonly maxKeys: number) {
+  constructor(
+    private readonly maxKeys: number,
+    stateSize = 0,
+  ) {
+    this.stride = STATE + stateSize;
     // A key is moved to the young end of the Map only when it has not been
     // moved for `slack` lookups: hot keys cost one comparison, and eviction
     // still takes a key unused for about the last maxKeys/8 lookups.
@@ -54,10 +66,11 @@ abstract class Table {
     const slot = this.index.get(key);
     if (slot === undefined) return -1;
     const clock = ++this.clock;
-    if (clock - (this.touchedAt[slot] as number) > this.slack) {
+    const touched = slot * this.stride + TOUCHED_AT;
+    if (clock - (this.slots[touched] as number) > this.slack) {
       this.index.delete(key);
       this.index.set(key, slot);
-      this.touchedAt[slot] = clock;
+      this.slots[touched] = clock;
     }
     return slot;
   }
@@ -74,7 +87,7 @@ abstract class Table {
       slot = this.used++;
     }
     this.index.set(key, slot);
-    this.touchedAt[slot] = ++this.clock;
+    this.slots[slot * this.stride + TOUCHED_AT] = ++this.clock;
     return slot;
   }
 
@@ -84,14 +97,16 @@ abstract class Table {
     this.clear(slot);
   }
 
-  protected grow(capacity: number): void {
-    const expiresAt = new Float64Array(capacity);
-    expiresAt.set(this.expiresAt);
-    this.expiresAt = expiresAt;
-    const touchedAt = new Float64Array(capacity);
-    touchedAt.set(this.touchedAt);
-    this.touchedAt = touchedAt;
+  private grow(capacity: number): void {
+    const slots = new Float64Array(capacity * this.stride);
+    slots.set(this.slots);
+    this.slots = slots;
     this.capacity = capacity;
+  }
+
+  /** Keeps the slot's state until `at` (limiter time). */
+  protected expireAt(slot: number, at: number): void {
+    this.slots[slot * this.stride + EXPIRES_AT] = at;
   }
 
   protected abstract clear(slot: number): void;
@@ -106,30 +121,29 @@ abstract class Table {
         return;
       }
       const [key, slot] = item.value;
-      if ((this.expiresAt[slot] as number) <= now) this.remove(key, slot);
+      if ((this.slots[slot * this.stride + EXPIRES_AT] as number) <= now) this.remove(key, slot);
     }
   }
 }
 
 class VectorTable extends Table {
-  private data = new Float64Array(0);
   readonly verdict: Verdict = createVerdict();
   readonly next: Float64Array;
   slot = -1;
 
   constructor(
     readonly algorithm: VectorAlgorithm,
-    private readonly size: number,
+    size: number,
     maxKeys: number,
   ) {
-    super(maxKeys);
+    super(maxKeys, size);
     this.next = new Float64Array(size);
   }
 
   decide(key: string, rule: CompiledRule, now: number, cost: number): Verdict {
     const slot = this.find(key);
     this.slot = slot;
-    this.algorithm.decide(rule, slot < 0 ? null : this.data, slot * this.size, now, cost, this.verdict, this.next);
+    this.algorithm.decide(rule, slot < 0 ? null : this.slots, slot * this.stride + STATE, now, cost, this.verdict, this.next);
     return this.verdict;
   }
 
@@ -137,34 +151,27 @@ class VectorTable extends Table {
   commit(key: string, now: number, _rule: CompiledRule, _cost: number, _leaseId: string): void {
     const slot = this.slot < 0 ? this.allocate(key) : this.slot;
     this.store(slot);
-    this.expiresAt[slot] = now + this.verdict.ttlMs;
+    this.expireAt(slot, now + this.verdict.ttlMs);
   }
 
   /** Copies `next` into the slot: a plain loop, as TypedArray#set costs more than the 2 or 3 numbers it moves. */
   private store(slot: number): void {
-    const data = this.data;
+    const slots = this.slots;
     const next = this.next;
-    const base = slot * this.size;
-    for (let i = 0; i < next.length; i++) data[base + i] = next[i] as number;
+    const base = slot * this.stride + STATE;
+    for (let i = 0; i < next.length; i++) slots[base + i] = next[i] as number;
   }
 
   refund(key: string, rule: CompiledRule, now: number, cost: number): void {
     const slot = this.find(key);
     if (slot < 0) return;
-    const ttl = this.algorithm.refund(rule, this.data, slot * this.size, now, cost, this.next);
+    const ttl = this.algorithm.refund(rule, this.slots, slot * this.stride + STATE, now, cost, this.next);
     if (ttl === 0) {
       this.remove(key, slot);
       return;
     }
     this.store(slot);
-    this.expiresAt[slot] = now + ttl;
-  }
-
-  protected override grow(capacity: number): void {
-    super.grow(capacity);
-    const data = new Float64Array(capacity * this.size);
-    data.set(this.data);
-    this.data = data;
+    this.expireAt(slot, now + ttl);
   }
 
   protected clear(): void {}
@@ -185,7 +192,7 @@ class LogTable extends Table {
   commit(key: string, now: number, rule: CompiledRule, cost: number, _leaseId: string): void {
     const slot = this.slot < 0 ? this.allocate(key) : this.slot;
     this.logs[slot] = slidingLog.commit(rule, this.logs[slot] ?? createLog(), now, cost);
-    this.expiresAt[slot] = now + this.verdict.ttlMs;
+    this.expireAt(slot, now + this.verdict.ttlMs);
   }
 
   refund(key: string, rule: CompiledRule, now: number, cost: number): void {
@@ -193,7 +200,7 @@ class LogTable extends Table {
     if (slot < 0) return;
     const ttl = slidingLog.refund(rule, this.logs[slot] as LogState, now, cost);
     if (ttl === 0) this.remove(key, slot);
-    else this.expiresAt[slot] = now + ttl;
+    else this.expireAt(slot, now + ttl);
   }
 
   protected clear(slot: number): void {
@@ -216,7 +223,7 @@ class LeaseTable extends Table {
   commit(key: string, now: number, rule: CompiledRule, cost: number, leaseId: string): void {
     const slot = this.slot < 0 ? this.allocate(key) : this.slot;
     this.leases[slot] = concurrency.commit(rule, this.leases[slot] ?? null, now, cost, leaseId);
-    this.expiresAt[slot] = now + this.verdict.ttlMs;
+    this.expireAt(slot, now + this.verdict.ttlMs);
   }
 
   /** Leases are given back by release(), not by refunds. */
@@ -227,7 +234,7 @@ class LeaseTable extends Table {
     if (slot < 0) return;
     const ttl = concurrency.release(this.leases[slot] as LeaseState, leaseId, now);
     if (ttl === 0) this.remove(key, slot);
-    else this.expiresAt[slot] = now + ttl;
+    else this.expireAt(slot, now + ttl);
   }
 
   protected clear(slot: number): void {
