@@ -6,7 +6,7 @@
 // pass (429 without Retry-After). The limiter's clock is injected so the run is
 // instant and the numbers are the same every time.
 //
-//   node index.js        (or: pnpm --filter @floodgate/example-download-cost start)
+//   pnpm example download-cost   (from the repository root; or: node index.js, packages built)
 import { createLimiter, keyBy, rateLimit } from '@floodgate/hono';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';

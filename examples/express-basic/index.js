@@ -1,5 +1,5 @@
 // @ts-check
-// Floodgate on Express. Run: pnpm --filter @floodgate/example-express-basic start
+// Floodgate on Express. Run from the repository root: pnpm example express-basic
 
 import { createLimiter, keyBy, rateLimit } from '@floodgate/express';
 import { instrument } from '@floodgate/prometheus';

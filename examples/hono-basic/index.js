@@ -1,5 +1,5 @@
 // @ts-check
-// Floodgate on Hono, served by @hono/node-server. Run: pnpm --filter @floodgate/example-hono-basic start
+// Floodgate on Hono, served by @hono/node-server. Run from the repository root: pnpm example hono-basic
 // On Bun, Deno or Workers, pass the runtime's getConnInfo: rateLimit({ ..., getConnInfo }).
 
 import { keyBy, rateLimit } from '@floodgate/hono';

@@ -1,5 +1,5 @@
 // @ts-check
-// Floodgate on Koa. Run: pnpm --filter @floodgate/example-koa-basic start
+// Floodgate on Koa. Run from the repository root: pnpm example koa-basic
 
 import { createLimiter, keyBy, rateLimit } from '@floodgate/koa';
 import Router from '@koa/router';

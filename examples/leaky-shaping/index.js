@@ -4,7 +4,7 @@
 // queue of 10 and holds each request for `delayMs`, so requests reach the
 // backend at a constant 200 ms apart; what does not fit in the queue gets a 429.
 //
-//   node index.js        (or: pnpm --filter @floodgate/example-leaky-shaping start)
+//   pnpm example leaky-shaping   (from the repository root; or: node index.js, packages built)
 //
 // The limiter's clock is injected and stands still during the burst, as if all
 // 12 requests arrived in the same millisecond: the decisions (and so the

@@ -1,23 +1,28 @@
 // @ts-check
-// Two app processes behind one Redis keep one shared limit.
+// Two app processes behind one Redis keep one shared limit, and take new rules
+// published to Redis without a restart.
 //
-//   node run.js        (or: pnpm --filter @floodgate/example-multi-instance-redis start)
+//   pnpm example multi-instance-redis   (from the repository root; or: node run.js, packages built)
 //
 // 1. starts a private redis-server (from the PATH) on a free port, nothing persisted;
 // 2. starts two instances of app.js against it;
 // 3. hammers both at once with the same API key, many requests in flight;
-// 4. prints what each instance admitted and the total, which equals the limit;
-// 5. stops the apps and redis-server by PID.
+// 4. prints what each instance admitted and the total, which equals the limit (30);
+// 5. publishes new rules (limit 40) with RedisRuleSource, waits until both
+//    instances enforce them, hammers again: 10 more are admitted in all;
+// 6. stops the apps and redis-server by PID.
 // It never touches a Redis it did not start (6379 included).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { RedisRuleSource } from '@floodgate/core';
 import { Redis } from 'ioredis';
 
 const REQUESTS_PER_INSTANCE = 40;
 const IN_FLIGHT_PER_INSTANCE = 8;
+const NEW_LIMIT = 40;
 
 /** @type {import('node:child_process').ChildProcess[]} */
 const children = [];
@@ -131,15 +136,13 @@ async function hammer(url, total, inFlight) {
   return { statuses, limit };
 }
 
-let failed = false;
-const redis = await startRedis();
-console.log(`redis-server (pid ${redis.pid}) on 127.0.0.1:${redis.port}`);
-try {
-  const apps = await Promise.all([startApp('a', redis.port), startApp('b', redis.port)]);
-  for (const app of apps) console.log(`app ${app.instance} (pid ${app.pid}) on ${app.url}`);
-
-  console.log(`\nHammering both at once: ${REQUESTS_PER_INSTANCE} requests each, ${IN_FLIGHT_PER_INSTANCE} in flight per app, same API key.\n`);
-  const results = await Promise.all(apps.map((app) => hammer(app.url, REQUESTS_PER_INSTANCE, IN_FLIGHT_PER_INSTANCE)));
+/**
+ * Hammers every app at once and prints what each admitted; returns the total admitted and the limit the apps reported.
+ * @param {{ instance: string, url: string }[]} apps @param {number} requests
+ */
+async function round(apps, requests) {
+  console.log(`\nHammering both at once: ${requests} requests each, ${IN_FLIGHT_PER_INSTANCE} in flight per app, same API key.\n`);
+  const results = await Promise.all(apps.map((app) => hammer(app.url, requests, IN_FLIGHT_PER_INSTANCE)));
   let total = 0;
   apps.forEach((app, i) => {
     const { statuses } = /** @type {{ statuses: Record<string, number> }} */ (results[i]);
@@ -150,9 +153,53 @@ try {
       .join('');
     console.log(`app ${app.instance}: ${statuses[200] ?? 0} admitted, ${statuses[429] ?? 0} denied (429)${others}`);
   });
-  const limit = Math.max(...results.map((r) => r.limit));
-  console.log(`\ntotal admitted: ${total} (the shared limit is ${limit})`);
-  failed = total !== limit;
+  return { total, limit: Math.max(...results.map((r) => r.limit)) };
+}
+
+/** The limit an app enforces now (its GET /rules). @param {string} url */
+async function enforcedLimit(url) {
+  const res = await fetch(`${url}/rules`);
+  const rules = /** @type {{ limit: number }[]} */ (await res.json());
+  return rules[0]?.limit;
+}
+
+let failed = false;
+const redis = await startRedis();
+console.log(`redis-server (pid ${redis.pid}) on 127.0.0.1:${redis.port}`);
+try {
+  const apps = await Promise.all([startApp('a', redis.port), startApp('b', redis.port)]);
+  for (const app of apps) console.log(`app ${app.instance} (pid ${app.pid}) on ${app.url}`);
+
+  const first = await round(apps, REQUESTS_PER_INSTANCE);
+  console.log(`\ntotal admitted: ${first.total} (the shared limit is ${first.limit})`);
+  failed = first.total !== first.limit;
+
+  // An operator raises the limit for every instance at once: the rules are validated,
+  // stored under the key the apps follow, and announced on its channel.
+  const admin = new Redis({ port: redis.port, host: '127.0.0.1', maxRetriesPerRequest: 1 });
+  try {
+    await new RedisRuleSource({ client: admin, key: 'fg:rules:api' }).publish([
+      { name: 'default', algorithm: 'sliding-log', limit: NEW_LIMIT, windowMs: 3_600_000 },
+    ]);
+  } finally {
+    admin.disconnect();
+  }
+  console.log(`\npublished new rules to Redis: limit ${NEW_LIMIT} an hour`);
+  for (const app of apps) {
+    const deadline = Date.now() + 5_000;
+    let limit = await enforcedLimit(app.url);
+    while (limit !== NEW_LIMIT && Date.now() < deadline) {
+      await sleep(20);
+      limit = await enforcedLimit(app.url);
+    }
+    console.log(`app ${app.instance} enforces limit ${limit}`);
+    if (limit !== NEW_LIMIT) failed = true;
+  }
+
+  // Same rule name and algorithm: the state is kept, so the 30 calls already made still count.
+  const second = await round(apps, REQUESTS_PER_INSTANCE / 4);
+  console.log(`\nsecond round admitted: ${second.total} (the shared limit is now ${second.limit}, ${first.total} already used)`);
+  failed ||= second.total !== second.limit - first.total;
 
   for (const app of apps) {
     app.child.kill('SIGTERM');

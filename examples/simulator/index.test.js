@@ -220,7 +220,7 @@ describe('the charts', () => {
     for (const pattern of patterns) {
       const fresh = readFileSync(join(out, `${pattern.id}.svg`), 'utf8');
       const committed = readFileSync(join(docs, `${pattern.id}.svg`), 'utf8');
-      assert.equal(committed, fresh, `docs/simulator/${pattern.id}.svg is stale: run \`pnpm demo:simulator\` (and render-png.js for the previews)`);
+      assert.equal(committed, fresh, `docs/simulator/${pattern.id}.svg is stale: run \`npm run demo\` (and render-png.js for the previews)`);
       assert.ok(existsSync(join(docs, `${pattern.id}.png`)), `docs/simulator/${pattern.id}.png`);
     }
   });
@@ -232,7 +232,7 @@ describe('the charts', () => {
       const start = lines.findIndex((line) => line.startsWith('algorithm '));
       const end = lines.findIndex((line, i) => i > start && line.trim() === '');
       const table = lines.slice(start, end).join('\n');
-      assert.ok(guide.includes(`\n${table}\n`), `the guide's table for ${block.split(':')[0]} is stale: copy it from \`pnpm demo:simulator\``);
+      assert.ok(guide.includes(`\n${table}\n`), `the guide's table for ${block.split(':')[0]} is stale: copy it from \`npm run demo\``);
     }
   });
 });

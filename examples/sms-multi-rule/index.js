@@ -5,7 +5,7 @@
 // each denial shows which rule bound it (the one that makes the client wait longest)
 // and which rules denied it.
 //
-//   node index.js        (or: pnpm --filter @floodgate/example-sms-multi-rule start)
+//   pnpm example sms-multi-rule   (from the repository root; or: node index.js, packages built)
 import { once } from 'node:events';
 import { createLimiter, rateLimit } from '@floodgate/express';
 import express from 'express';
