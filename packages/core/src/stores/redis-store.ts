@@ -108,7 +108,8 @@ const disconnected = new Set(['reconnecting', 'close', 'end']);
  * @example
  * ```ts
  * import Redis from 'ioredis';
- * const redis = new Redis({ enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+ * // Keep the offline queue on: the store sends nothing while the client reconnects (it fails fast instead).
+ * const redis = new Redis({ maxRetriesPerRequest: 1 });
  * const limiter = createLimiter({ limit: 100, windowMs: 60_000, store: new RedisStore({ client: redis }) });
  * ```
  */
