@@ -17,7 +17,8 @@ import { log } from './log.js';
 import { describeMachine } from './machine.js';
 import { benchMemory } from './memory.js';
 import { profileHotPaths } from './profile.js';
-import { benchRedis } from './redis.js';
+import { benchRedis, redisThroughputContenders } from './redis.js';
+import { benchRedisInstructions, valgrindAvailable } from './redis-instructions.js';
 import { renderReport } from './report.js';
 import type { BenchResults } from './results.js';
 import { evaluateTargets } from './targets.js';
@@ -44,7 +45,11 @@ log(
 );
 
 if (config.only.has('memory')) results.memory = await benchMemory(config);
-if (config.only.has('redis')) results.redis = await benchRedis(config);
+if (config.only.has('redis')) {
+  results.redis = await benchRedis(config);
+  // Instruction counts take a minute under valgrind and do not drift: full runs only.
+  if (!config.quick && valgrindAvailable()) results.redisInstructions = await benchRedisInstructions(redisThroughputContenders, 500);
+}
 if (config.only.has('http')) results.http = await benchHttp(config);
 if (config.only.has('accuracy')) {
   results.accuracy = await benchAccuracy(config);

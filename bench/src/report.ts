@@ -121,6 +121,27 @@ function redisSection(results: BenchResults): string {
     ];
   });
   const failures = Object.entries(redis.failures).filter(([, f]) => f !== undefined && f.notAdmitted + f.errors > 0);
+  const counted = results.redisInstructions;
+  const floorInstructions = counted?.rows.find((row) => row.contender === 'floor')?.instructionsPerCall ?? Number.NaN;
+  const instructionRows = (counted?.rows ?? []).map((row) => {
+    const info = redis.contenders.find((c) => c.id === row.contender);
+    return [
+      info?.floodgate ? `**${info.label}**` : (info?.label ?? row.contender),
+      formatNumber(row.instructionsPerCall / 1000, 1),
+      formatRatio(row.instructionsPerCall / floorInstructions),
+    ];
+  });
+  const instructionSection =
+    counted === undefined
+      ? []
+      : [
+          '',
+          `Instructions redis-server executes per decision, counted by valgrind's callgrind (${counted.calls} and ${2 * counted.calls} sequential calls on a fresh ` +
+            'server each, the difference divided by the calls: start-up and script loading cancel out). Unlike the rates above, these counts do not drift ' +
+            'with the load on the machine.',
+          '',
+          table(['store', 'k instructions/call in redis-server', '× floor'], instructionRows),
+        ];
   return [
     '## In-process Redis store',
     '',
@@ -131,6 +152,7 @@ function redisSection(results: BenchResults): string {
       '"Redis µs/call" is the time Redis itself spent in the script per decision (INFO commandstats, 64 in flight): with calls in flight, Redis\'s single thread is the bottleneck.',
     '',
     table(['store', 'sequential /s', '× floor', `${redis.inFlight} in flight /s`, '× floor', 'Redis µs/call'], rows),
+    ...instructionSection,
     '',
     `Redis bytes per key (used_memory delta over N keys, one rule, each library's default key naming, client key \`10.x.y.z\`). At 16 384 keys Redis's main hash table is full; at 10 000 it is partly empty and each key carries a larger share of it.`,
     '',

@@ -6,6 +6,7 @@ import type { Machine } from './machine.js';
 import type { MemoryResults } from './memory.js';
 import type { Profile } from './profile.js';
 import type { RedisResults } from './redis.js';
+import type { RedisInstructions } from './redis-instructions.js';
 
 export interface BenchResults {
   /** The command that produced the run, as typed. */
@@ -16,6 +17,8 @@ export interface BenchResults {
   machine: Machine;
   memory?: MemoryResults;
   redis?: RedisResults;
+  /** Instructions per call inside redis-server (callgrind); full runs on machines with valgrind. */
+  redisInstructions?: RedisInstructions;
   http?: HttpResults;
   accuracy?: AccuracyResults;
   boundary?: BoundaryResults;

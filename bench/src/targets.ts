@@ -41,7 +41,19 @@ function cpu(row: HttpRow): string {
 
 export function evaluateTargets(results: BenchResults): Target[] {
   const targets: Target[] = [];
-  const { memory, redis, http, accuracy, profiles } = results;
+  const { memory, redis, http, accuracy, profiles, redisInstructions } = results;
+  const instructions = (id: RedisContenderId) => redisInstructions?.rows.find((row) => row.contender === id)?.instructionsPerCall;
+  /** What callgrind counted inside redis-server for this contender against the floor, when it ran. */
+  const counted = (id: RedisContenderId) => {
+    const own = instructions(id);
+    const floor = instructions('floor');
+    if (own === undefined || floor === undefined) return '';
+    return (
+      ` Callgrind inside redis-server: ${formatNumber(own / 1000, 1)}k instructions per call vs ${formatNumber(floor / 1000, 1)}k for the floor` +
+      ` (${formatRatio(own / floor)}). A Floodgate call reads Redis TIME (the server clock decides), rebuilds its algorithm's Lua functions` +
+      ' (EVALSHA runs the whole script body every call), reads the window back from the key (PEXPIRETIME) and replies five numbers per rule.'
+    );
+  };
 
   if (memory !== undefined) {
     const t = memory.throughput;
@@ -86,6 +98,7 @@ export function evaluateTargets(results: BenchResults): Target[] {
           target.bound =
             `Redis spends ${formatNumber(own, 1)} µs per ${name} call in its script vs ${formatNumber(floor, 1)} µs for the floor (INFO commandstats)` +
             (mode === 'concurrent' ? ": with calls in flight, Redis's single thread is the bottleneck, so script time sets the rate." : '.') +
+            counted(id) +
             (mode === 'concurrent' ? topFrames(profiles, 'Floodgate RedisStore') : '');
         }
         targets.push(target);
@@ -99,7 +112,14 @@ export function evaluateTargets(results: BenchResults): Target[] {
             holds: worst[1] >= 1,
             ...(worst[1] >= 1
               ? {}
-              : { bound: `See the floor ratio above: the peers' scripts are a few Redis calls; Floodgate's script time per call is larger.` }),
+              : {
+                  bound:
+                    `See the floor ratio above: the peers' scripts are a few Redis calls and keep no clock of their own` +
+                    (instructions(worst[0]) === undefined
+                      ? ''
+                      : ` (${worst[0]}: ${formatNumber((instructions(worst[0]) as number) / 1000, 1)}k instructions per call in redis-server)`) +
+                    "; Floodgate's script does more per call.",
+                }),
           });
         }
       }
@@ -112,7 +132,9 @@ export function evaluateTargets(results: BenchResults): Target[] {
         holds: bytes <= 110,
       };
       if (!(bytes <= 110))
-        target.bound = `The key name \`${key}\` (${key.length} bytes) is most of it; Redis's own per-key cost is ~96 B whatever the library.`;
+        target.bound =
+          `The key name \`${key}\` (${key.length} bytes, the contract's \`prefix{key}:rule\` layout) and Redis's own cost per key with an expiry: ` +
+          `the floor's \`floor:10.0.0.1\` with an INCR counter costs ${formatNumber(redis.memory.find((row) => row.contender === 'floor' && row.keys === 16_384)?.bytesPerKey ?? Number.NaN, 1)} B the same way.`;
       targets.push(target);
     }
   }
