@@ -71,16 +71,74 @@ function checkSubnet(ipv6Subnet: unknown): number | false {
  */
 export function normalizeIp(address: string | undefined, ipv6Subnet: number | false = 56): string | undefined {
   if (typeof address !== 'string') return undefined;
-  const text = address.trim();
-  let parsed: ipaddr.IPv4 | ipaddr.IPv6;
-  if (ipaddr.IPv4.isValidFourPartDecimal(text)) parsed = ipaddr.IPv4.parse(text);
-  else if (ipaddr.IPv6.isValid(text)) parsed = ipaddr.IPv6.parse(text);
-  else return undefined;
-  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) parsed = (parsed as ipaddr.IPv6).toIPv4Address();
-  if (parsed.kind() === 'ipv4') return parsed.toString();
-  const v6 = parsed as ipaddr.IPv6;
-  if (ipv6Subnet === false) return ipaddr.IPv6.parse(v6.toNormalizedString()).toString(); // drops a zone id
-  return `${ipaddr.IPv6.networkAddressFromCIDR(`${v6.toNormalizedString()}/${ipv6Subnet}`).toString()}/${ipv6Subnet}`;
+  const memo = ipv6Subnet === false ? fullMemo : subnetMemos.get(ipv6Subnet);
+  const known = memo?.get(address);
+  if (known !== undefined) return known === null ? undefined : known;
+  const key = canonicalIp(address.trim(), ipv6Subnet);
+  remember(ipv6Subnet, address, key ?? null);
+  return key;
+}
+
+/** normalizeIp without the memo: one parse with ipaddr.js, IPv6 masked part by part. */
+function canonicalIp(text: string, ipv6Subnet: number | false): string | undefined {
+  if (isFourPartDecimal(text)) return ipaddr.IPv4.parse(text).toString();
+  // How a dual-stack server reports an IPv4 client: only the IPv4 part needs parsing.
+  if (text.length > MAPPED_PREFIX.length && text.slice(0, MAPPED_PREFIX.length).toLowerCase() === MAPPED_PREFIX) {
+    const v4 = text.slice(MAPPED_PREFIX.length);
+    if (isFourPartDecimal(v4)) return ipaddr.IPv4.parse(v4).toString();
+  }
+  let v6: ipaddr.IPv6;
+  try {
+    v6 = ipaddr.IPv6.parse(text); // one parse: isValid() would parse it too
+  } catch {
+    return undefined;
+  }
+  if (v6.isIPv4MappedAddress()) return v6.toIPv4Address().toString();
+  // A new address from the parts drops a zone id (`fe80::1%eth0`): one client, one key.
+  if (ipv6Subnet === false) return new ipaddr.IPv6(v6.parts).toString();
+  const mask = subnetMask(ipv6Subnet);
+  return `${new ipaddr.IPv6(v6.parts.map((part, i) => part & (mask[i] as number))).toString()}/${ipv6Subnet}`;
+}
+
+const MAPPED_PREFIX = '::ffff:';
+
+/**
+ * ipaddr.js's isValidFourPartDecimal with its own pattern tested first: the
+ * same answer, but a string that is not dotted decimal (every IPv6 address)
+ * skips the validity check, which throws and catches to say no.
+ */
+const FOUR_PART_DECIMAL = /^(0|[1-9]\d*)(\.(0|[1-9]\d*)){3}$/;
+const isFourPartDecimal = (text: string): boolean => FOUR_PART_DECIMAL.test(text) && ipaddr.IPv4.isValidFourPartDecimal(text);
+
+const masks = new Map<number, readonly number[]>();
+function subnetMask(bits: number): readonly number[] {
+  let mask = masks.get(bits);
+  if (mask === undefined) {
+    mask = ipaddr.IPv6.subnetMaskFromPrefixLength(bits).parts;
+    masks.set(bits, mask);
+  }
+  return mask;
+}
+
+/*
+ * Addresses already seen, per IPv6 prefix length: parsing costs microseconds
+ * (more for IPv6 and for the ::ffff: form a dual-stack server reports), and a
+ * server sees the same clients over and over. Bounded: a full memo starts
+ * over, so rotating addresses cost a parse each, never memory.
+ */
+const MEMO_SIZE = 10_000;
+const fullMemo = new Map<string, string | null>();
+const subnetMemos = new Map<number, Map<string, string | null>>();
+
+function remember(ipv6Subnet: number | false, address: string, key: string | null): void {
+  let memo = ipv6Subnet === false ? fullMemo : subnetMemos.get(ipv6Subnet);
+  if (memo === undefined) {
+    memo = new Map();
+    subnetMemos.set(ipv6Subnet as number, memo);
+  }
+  // Cleared, not trimmed: deleting a Map's oldest entries one by one leaves it scanning their tombstones.
+  if (memo.size >= MEMO_SIZE) memo.clear();
+  memo.set(address, key);
 }
 
 /**
