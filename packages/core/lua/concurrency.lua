@@ -26,15 +26,8 @@ end
 algorithms['concurrency'] = {
   -- Arguments per rule: limit, windowMs (how long a lease lives).
   fields = 2,
-  rule = function(argv, at)
-    local window = tonumber(argv[at + 1])
-    return { limit = tonumber(argv[at]), window = window, horizon = window }
-  end,
-
-  read = function(key)
-    if is_zset(key) then return key end
-    return nil
-  end,
+  rule = window_rule,
+  read = read_zset,
 
   decide = function(rule, key, now, cost, out)
     local used = 0

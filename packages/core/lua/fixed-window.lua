@@ -7,10 +7,7 @@
 algorithms['fixed-window'] = {
   -- Arguments per rule: limit, windowMs.
   fields = 2,
-  rule = function(argv, at)
-    local window = tonumber(argv[at + 1])
-    return { limit = tonumber(argv[at]), window = window, horizon = window }
-  end,
+  rule = window_rule,
 
   read = function(key, rule, ctx)
     local raw = get_string(key)

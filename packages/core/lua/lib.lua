@@ -59,6 +59,18 @@ local function set_state(key, value, rule, ctx, ttl)
   end
 end
 
+-- A rule whose arguments are limit and windowMs, and whose state matters for one window.
+local function window_rule(argv, at)
+  local window = tonumber(argv[at + 1])
+  return { limit = tonumber(argv[at]), window = window, horizon = window }
+end
+
+-- Sorted-set state (sliding-log, concurrency) is read in place: the key, or nil.
+local function read_zset(key)
+  if is_zset(key) then return key end
+  return nil
+end
+
 -- State stored as "n1:n2:...": read as a table of numbers, or nil.
 local function read_vector(key)
   local raw = get_string(key)

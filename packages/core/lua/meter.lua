@@ -13,6 +13,11 @@ local function meter_rule(argv, at)
   return { burst = burst, unit = unit, per_ms = per_ms, shape = argv[at + 3] == 'shape', horizon = ceil_div(burst * unit, per_ms) }
 end
 
+-- Bucket state is {level or tokens, updatedAt, unitsPerToken}, stored as "n:n:n".
+local function meter_write(key, rule, next_state, ttl, ctx)
+  set_state(key, join(next_state, 3), rule, ctx, ttl)
+end
+
 local function meter_drain(level, elapsed, per_ms)
   if elapsed <= 0 or level <= 0 then return math.max(level, 0) end
   if elapsed >= ceil_div(level, per_ms) then return 0 end

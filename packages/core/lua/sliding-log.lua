@@ -21,15 +21,8 @@ end
 algorithms['sliding-log'] = {
   -- Arguments per rule: limit, windowMs.
   fields = 2,
-  rule = function(argv, at)
-    local window = tonumber(argv[at + 1])
-    return { limit = tonumber(argv[at]), window = window, horizon = window }
-  end,
-
-  read = function(key)
-    if is_zset(key) then return key end
-    return nil
-  end,
+  rule = window_rule,
+  read = read_zset,
 
   decide = function(rule, key, now, cost, out)
     local at, newest_at = now, nil

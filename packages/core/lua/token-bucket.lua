@@ -11,7 +11,7 @@ local token_bucket = {
   fields = METER_FIELDS,
   rule = meter_rule,
   read = read_vector,
-  write = function(key, rule, next_state, ttl, ctx) set_state(key, join(next_state, 3), rule, ctx, ttl) end,
+  write = meter_write,
 }
 
 token_bucket.decide = function(rule, state, now, cost, out)
