@@ -48,7 +48,7 @@ export {
   type RateLimitOptions,
   settleWhenFinished,
 } from './http/middleware.js';
-export { type ConsumeOptions, createLimiter, isUnmeasured, type Limiter, type LimiterEvents, MAX_KEY_BYTES } from './limiter.js';
+export { type ConsumeOptions, createLimiter, isUnmeasured, type Limiter, type LimiterEvents, MAX_KEY_BYTES, type StoreOperation } from './limiter.js';
 export type { InsuranceLimiter, LimiterOptions, StoreErrorPolicy } from './options.js';
 export {
   RedisRuleSource,

@@ -255,6 +255,23 @@ describe('when the store fails', () => {
     expect(decision.storeError).toMatchObject({ code: 'ERR_FG_STORE_TIMEOUT' });
   });
 
+  it("says in 'error' which call failed and how long it took: timeoutMs for a store that never answers", async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const store = brokenStore('hang');
+    const limiter = createLimiter({ limit: 1, windowMs: 1000, store: { ...store, release: store.refund }, timeoutMs: 50 });
+    const seen: { operation: string; latencyMs: number; decided?: boolean }[] = [];
+    limiter.on('error', ({ operation, latencyMs, decision }) => seen.push({ operation, latencyMs, decided: decision?.allowed }));
+    const calls = [limiter.consume('k'), limiter.peek('k'), limiter.refund('k'), limiter.release('k', '1.lease')];
+    await vi.advanceTimersByTimeAsync(50);
+    await Promise.all(calls);
+    expect(seen).toEqual([
+      { operation: 'consume', latencyMs: 50, decided: true },
+      { operation: 'peek', latencyMs: 50, decided: true },
+      { operation: 'refund', latencyMs: 50, decided: undefined },
+      { operation: 'release', latencyMs: 50, decided: undefined },
+    ]);
+  });
+
   it('does not reject a refund, and logs at most one warning per 10 s when nobody listens', async () => {
     const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
     vi.useFakeTimers({ toFake: ['Date'] }); // the 10 s are counted on Date.now, which stands still here

@@ -14,9 +14,16 @@ export interface LimiterEvents {
   allowed: { key: string; rule: string; decision: Decision; latencyMs: number };
   /** A call was denied. */
   limited: { key: string; rule: string; decision: Decision; latencyMs: number };
-  /** The store failed or timed out; `decision` is what onStoreError decided (absent for refund/reset). */
-  error: { key: string; error: Error; decision?: Decision };
+  /**
+   * The store failed or timed out. `decision` is what onStoreError decided for a
+   * consume or peek (absent when a refund or a lease release failed); `latencyMs`
+   * is how long the call took to fail (timeoutMs for a store that did not answer).
+   */
+  error: { key: string; error: Error; operation: StoreOperation; decision?: Decision; latencyMs: number };
 }
+
+/** The limiter call a store error happened in. */
+export type StoreOperation = 'consume' | 'peek' | 'refund' | 'release';
 
 export interface ConsumeOptions {
   /** Units this call takes: a positive integer. @defaultValue 1 */
@@ -118,7 +125,7 @@ class RateLimiter implements Limiter {
   private readonly denials: DenyCache | undefined;
   /** Whether a rule in force is a concurrency rule: calls then take leases. */
   private leasing: boolean;
-  /** Whether anyone listens to 'allowed' or 'limited': only then is a call timed and an event built. */
+  /** Whether anyone listens to 'allowed', 'limited' or 'error': only then is a call timed and an event built. */
   private timed = false;
   private lastErrorLog = Number.NEGATIVE_INFINITY;
   private unloggedErrors = 0;
@@ -146,13 +153,13 @@ class RateLimiter implements Limiter {
 
   on<E extends keyof LimiterEvents>(event: E, listener: (payload: LimiterEvents[E]) => void): () => void {
     this.events.on(event, listener);
-    this.timed = this.events.has('allowed') || this.events.has('limited');
+    this.timed = this.events.has('allowed') || this.events.has('limited') || this.events.has('error');
     return () => this.off(event, listener);
   }
 
   off<E extends keyof LimiterEvents>(event: E, listener: (payload: LimiterEvents[E]) => void): void {
     this.events.off(event, listener);
-    this.timed = this.events.has('allowed') || this.events.has('limited');
+    this.timed = this.events.has('allowed') || this.events.has('limited') || this.events.has('error');
   }
 
   updateRules(rules: readonly RuleOptions[] | RuleOptions): void {
@@ -185,18 +192,18 @@ class RateLimiter implements Limiter {
     const now = this.now();
     const remembered = this.denials?.lookup(id, cost, now);
     if (remembered !== undefined) return this.report(key, remembered, started);
-    if (!this.breaker.allows()) return this.storeFailed(key, unavailable(), ruleSet, cost);
+    if (!this.breaker.allows()) return this.storeFailed(key, unavailable(), ruleSet, cost, 'consume', started);
     const leaseId = this.leasing ? `${cost}.${crypto.randomUUID()}` : undefined;
     let result: RuleDecision[] | Promise<RuleDecision[]>;
     try {
       result = this.store.consume(id, ruleSet, cost, now, leaseId);
     } catch (error) {
-      return this.consumeFailed(key, error, ruleSet, cost);
+      return this.consumeFailed(key, error, ruleSet, cost, started);
     }
     if (Array.isArray(result)) return this.decided(key, id, cost, now, leaseId, ruleSet, result, started);
     return withTimeout(result, this.config.timeoutMs).then(
       (rules) => this.decided(key, id, cost, now, leaseId, ruleSet, rules, started),
-      (error: unknown) => this.consumeFailed(key, error, ruleSet, cost),
+      (error: unknown) => this.consumeFailed(key, error, ruleSet, cost, started),
     );
   }
 
@@ -215,7 +222,7 @@ class RateLimiter implements Limiter {
     try {
       decision = combine(rules);
     } catch (error) {
-      return this.consumeFailed(key, error, ruleSet, cost); // a store that answered nonsense
+      return this.consumeFailed(key, error, ruleSet, cost, started); // a store that answered nonsense
     }
     this.breaker.succeeded();
     if (leaseId !== undefined && decision.allowed) decision.leaseId = leaseId;
@@ -227,9 +234,9 @@ class RateLimiter implements Limiter {
     return this.report(key, decision, started);
   }
 
-  private consumeFailed(key: string, error: unknown, ruleSet: RuleSet, cost: number): Promise<Decision> {
+  private consumeFailed(key: string, error: unknown, ruleSet: RuleSet, cost: number, started: number): Promise<Decision> {
     this.breaker.failed();
-    return this.storeFailed(key, asError(error), ruleSet, cost);
+    return this.storeFailed(key, asError(error), ruleSet, cost, 'consume', started);
   }
 
   /** Emits 'allowed' or 'limited' when the call was timed (someone listens). */
@@ -244,7 +251,8 @@ class RateLimiter implements Limiter {
   async peek(key: string): Promise<Decision> {
     const id = await storeKey(key);
     const ruleSet = this.ruleSet;
-    if (!this.breaker.allows()) return this.storeFailed(key, unavailable(), ruleSet, 1, true);
+    const started = this.timed ? performance.now() : -1;
+    if (!this.breaker.allows()) return this.storeFailed(key, unavailable(), ruleSet, 1, 'peek', started);
     try {
       const result = this.store.peek(id, ruleSet, this.now());
       const decision = combine(Array.isArray(result) ? result : await withTimeout(result, this.config.timeoutMs));
@@ -252,7 +260,7 @@ class RateLimiter implements Limiter {
       return decision;
     } catch (error) {
       this.breaker.failed();
-      return this.storeFailed(key, asError(error), ruleSet, 1, true);
+      return this.storeFailed(key, asError(error), ruleSet, 1, 'peek', started);
     }
   }
 
@@ -260,12 +268,13 @@ class RateLimiter implements Limiter {
     const cost = checkCost(options);
     const id = await storeKey(key);
     this.denials?.forget(id);
+    const started = this.timed ? performance.now() : -1;
     try {
       const result = this.store.refund(id, this.ruleSet, cost, this.now());
       if (isPromise(result)) await withTimeout(result, this.config.timeoutMs);
     } catch (error) {
       // A refund that does not reach the store only makes the limit stricter: report it, do not fail the caller.
-      this.reportError(key, asError(error));
+      this.reportError(key, asError(error), 'refund', started);
     }
   }
 
@@ -273,12 +282,13 @@ class RateLimiter implements Limiter {
     if (typeof leaseId !== 'string' || leaseId === '') return;
     const id = await storeKey(key);
     if (this.store.release === undefined) return;
+    const started = this.timed ? performance.now() : -1;
     try {
       const result = this.store.release(id, this.ruleSet, leaseId, this.now());
       if (isPromise(result)) await withTimeout(result, this.config.timeoutMs);
     } catch (error) {
       // The lease then ends when it expires (windowMs): report it, do not fail the caller.
-      this.reportError(key, asError(error));
+      this.reportError(key, asError(error), 'release', started);
     }
   }
 
@@ -290,7 +300,8 @@ class RateLimiter implements Limiter {
   }
 
   /** Applies onStoreError. */
-  private async storeFailed(key: string, error: Error, ruleSet: RuleSet, cost: number, peek = false): Promise<Decision> {
+  private async storeFailed(key: string, error: Error, ruleSet: RuleSet, cost: number, operation: 'consume' | 'peek', started: number): Promise<Decision> {
+    const peek = operation === 'peek';
     if (error instanceof FloodgateError && (error.code === ErrorCodes.KEY || error.code === ErrorCodes.COST)) throw error;
     const policy: StoreErrorPolicy = this.config.onStoreError;
     let decision: Decision;
@@ -300,13 +311,14 @@ class RateLimiter implements Limiter {
       decision = peek ? unmeasured(ruleSet.rules, true) : { ...(await policy.consume(key, { cost })) };
     }
     decision.storeError = error;
-    this.reportError(key, error, decision);
+    this.reportError(key, error, operation, started, decision);
     return decision;
   }
 
-  private reportError(key: string, error: Error, decision?: Decision): void {
+  private reportError(key: string, error: Error, operation: StoreOperation, started: number, decision?: Decision): void {
     if (this.events.has('error')) {
-      this.events.emit('error', decision === undefined ? { key, error } : { key, error, decision });
+      const latencyMs = started >= 0 ? performance.now() - started : 0;
+      this.events.emit('error', decision === undefined ? { key, error, operation, latencyMs } : { key, error, operation, decision, latencyMs });
       return;
     }
     // Nobody listens: log, but at most once per 10 s, so that a dead store does not flood the logs.

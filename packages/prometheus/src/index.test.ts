@@ -51,10 +51,13 @@ describe('instrument', () => {
     await limiter.consume('k');
     stop();
     await limiter.consume('k');
-    expect(sample(await registry.metrics(), 'floodgate_store_errors_total', { limiter: 'broken' })).toBe(2);
+    const text = await registry.metrics();
+    expect(sample(text, 'floodgate_store_errors_total', { limiter: 'broken', operation: 'consume' })).toBe(2);
+    // What those requests waited for the policy is store latency too.
+    expect(sample(text, 'floodgate_store_latency_seconds_count', { limiter: 'broken' })).toBe(2);
   });
 
-  it('labels store errors with what onStoreError decided, and the rule only when an insurance limiter measured it', async () => {
+  it('labels store errors with the call that failed, what onStoreError decided, and the rule only when an insurance limiter measured it', async () => {
     const registry = new Registry();
     const fail = () => Promise.reject(new Error('down'));
     const broken = () => ({ consume: fail, peek: fail, refund: fail, reset: fail });
@@ -74,6 +77,7 @@ describe('instrument', () => {
       await limiter.consume('k');
     }
     await allow.refund('k');
+    await allow.peek('k');
     const text = await registry.metrics();
     const errors = (labels: Record<string, string>) => sample(text, 'floodgate_store_errors_total', labels);
     // 'allow' and 'deny' measured no rule: the label is empty rather than the first rule's name.
@@ -83,8 +87,10 @@ describe('instrument', () => {
     // The insurance limiter admits one call a minute under its rule 'fallback'.
     expect(errors({ limiter: 'insured', rule: 'fallback', outcome: 'allowed' })).toBe(1);
     expect(errors({ limiter: 'insured', rule: 'fallback', outcome: 'limited' })).toBe(1);
-    // A failed refund decides nothing.
-    expect(errors({ limiter: 'allow', rule: '', outcome: '' })).toBe(1);
+    // A failed refund decides nothing; a failed peek admits nothing.
+    expect(errors({ limiter: 'allow', operation: 'refund', rule: '', outcome: '' })).toBe(1);
+    expect(errors({ limiter: 'allow', operation: 'peek', rule: '', outcome: '' })).toBe(1);
+    expect(errors({ limiter: 'allow', operation: 'consume', outcome: 'allowed' })).toBe(2);
     // Calls onStoreError decided are counted here only, not in floodgate_decisions_total.
     expect(sample(text, 'floodgate_decisions_total', { limiter: 'allow' })).toBeUndefined();
   });

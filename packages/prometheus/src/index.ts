@@ -1,4 +1,4 @@
-import { type Decision, isUnmeasured, type Limiter, type RuleDecision } from '@floodgate/core';
+import { type Decision, isUnmeasured, type Limiter, type RuleDecision, type StoreOperation } from '@floodgate/core';
 import { Counter, register as defaultRegistry, Gauge, Histogram, type Registry } from 'prom-client';
 
 export interface InstrumentOptions {
@@ -14,7 +14,7 @@ export interface InstrumentOptions {
 
 interface Metrics {
   decisions: Counter<'limiter' | 'rule' | 'outcome'>;
-  errors: Counter<'limiter' | 'rule' | 'outcome'>;
+  errors: Counter<'limiter' | 'operation' | 'rule' | 'outcome'>;
   latency: Histogram<'limiter'>;
   nearLimit: Gauge<'limiter' | 'rule'>;
   /** Per limiter: key + rule -> when its near-limit state ends (ms). */
@@ -23,14 +23,15 @@ interface Metrics {
 
 /**
  * The labels of a store error besides `limiter`, named as on floodgate_decisions_total.
- * `outcome`: what onStoreError decided for the call, `''` when there was no call to decide
- * (a refund or a lease release failed). `rule`: the binding rule when an insurance limiter
- * measured the call, `''` when onStoreError 'allow'/'deny' decided: no rule was measured then
- * (the decision core makes up names the first rule, which would be a false label).
+ * `operation`: the limiter call that failed. `outcome`: what onStoreError decided for a
+ * consume, `''` for the other calls (a peek admits nothing; a refund or a lease release has
+ * nothing to decide). `rule`: the binding rule when an insurance limiter measured the call,
+ * `''` otherwise: onStoreError 'allow'/'deny' measure no rule (the decision core makes up
+ * names the first rule, which would be a false label).
  */
-function storeErrorLabels(decision: Decision | undefined): { rule: string; outcome: string } {
-  if (decision === undefined) return { rule: '', outcome: '' };
-  return { rule: isUnmeasured(decision) ? '' : decision.rule, outcome: decision.allowed ? 'allowed' : 'limited' };
+function storeErrorLabels(operation: StoreOperation, decision: Decision | undefined): { operation: string; rule: string; outcome: string } {
+  if (operation !== 'consume' || decision === undefined) return { operation, rule: '', outcome: '' };
+  return { operation, rule: isUnmeasured(decision) ? '' : decision.rule, outcome: decision.allowed ? 'allowed' : 'limited' };
 }
 
 const perRegistry = new WeakMap<Registry, Metrics>();
@@ -50,8 +51,8 @@ function metricsFor(registry: Registry): Metrics {
     }),
     errors: new Counter({
       name: 'floodgate_store_errors_total',
-      help: 'Store failures and timeouts, by limiter, the binding rule of an insurance limiter, and what onStoreError decided (allowed, limited, or empty: no decision).',
-      labelNames: ['limiter', 'rule', 'outcome'],
+      help: 'Store failures and timeouts, by limiter, the call that failed (operation), the binding rule of an insurance limiter, and what onStoreError decided for a consume (allowed, limited, or empty).',
+      labelNames: ['limiter', 'operation', 'rule', 'outcome'],
       registers: [registry],
     }),
     latency: new Histogram({
@@ -87,9 +88,9 @@ function metricsFor(registry: Registry): Metrics {
 /**
  * Counts what a limiter decides into Prometheus metrics:
  * `floodgate_decisions_total{limiter,rule,outcome}`,
- * `floodgate_store_errors_total{limiter,rule,outcome}` (what onStoreError decided;
- * `rule` is set only when an insurance limiter decided, `outcome` is empty for a
- * failed refund or lease release),
+ * `floodgate_store_errors_total{limiter,operation,rule,outcome}` (`outcome` is what
+ * onStoreError decided for a consume, empty for the other calls; `rule` is set only
+ * when an insurance limiter decided),
  * `floodgate_store_latency_seconds{limiter}` and
  * `floodgate_keys_near_limit{limiter,rule}`. Returns a function that stops it.
  *
@@ -129,8 +130,10 @@ export function instrument(limiter: Limiter, options: InstrumentOptions): () => 
     metrics.latency.observe({ limiter: name }, latencyMs / 1000);
     track(key, decision.rules);
   });
-  const offError = limiter.on('error', ({ decision }) => {
-    metrics.errors.inc({ limiter: name, ...storeErrorLabels(decision) });
+  const offError = limiter.on('error', ({ operation, decision, latencyMs }) => {
+    metrics.errors.inc({ limiter: name, ...storeErrorLabels(operation, decision) });
+    // A failed consume is still a decision (the policy's): its time, timeouts included, is what a request waited.
+    if (operation === 'consume') metrics.latency.observe({ limiter: name }, latencyMs / 1000);
   });
   return () => {
     offAllowed();
