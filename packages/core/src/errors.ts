@@ -82,3 +82,12 @@ export function describe(value: unknown): string {
   if (Array.isArray(value)) return 'an array';
   return 'an object';
 }
+
+/**
+ * An option's value, or its default when it was left out (undefined). Unlike
+ * `??`, a `null` stays: it is validated like any value and rejected with a
+ * clear error, never silently replaced by the default.
+ */
+export function orDefault<T>(value: T | undefined, fallback: T): T {
+  return value === undefined ? fallback : value;
+}

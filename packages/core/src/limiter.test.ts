@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Decision } from './decision.js';
 import { FloodgateError } from './errors.js';
 import { createLimiter } from './limiter.js';
+import { type LimiterOptions, parseLimiterOptions } from './options.js';
 import { compileRule, type RuleOptions } from './rules.js';
 import { MemoryStore } from './stores/memory-store.js';
 import type { RuleSet, Store } from './stores/types.js';
@@ -257,8 +258,8 @@ describe('when the store fails', () => {
 
   it("says in 'error' which call failed and how long it took: timeoutMs for a store that never answers", async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
-    const store = brokenStore('hang');
-    const limiter = createLimiter({ limit: 1, windowMs: 1000, store: { ...store, release: store.refund }, timeoutMs: 50 });
+    const hang = () => new Promise<never>(() => {});
+    const limiter = createLimiter({ limit: 1, windowMs: 1000, store: { ...brokenStore('hang'), release: hang }, timeoutMs: 50 });
     const seen: { operation: string; latencyMs: number; decided?: boolean }[] = [];
     limiter.on('error', ({ operation, latencyMs, decision }) => seen.push({ operation, latencyMs, decided: decision?.allowed }));
     const calls = [limiter.consume('k'), limiter.peek('k'), limiter.refund('k'), limiter.release('k', '1.lease')];
@@ -336,6 +337,13 @@ describe('option validation', () => {
     ['segments on gcra', { limit: 1, windowMs: 1000, algorithm: 'gcra', segments: 2 }, 'ERR_FG_SEGMENTS'],
     ['mode on gcra', { limit: 1, windowMs: 1000, algorithm: 'gcra', mode: 'shape' }, 'ERR_FG_MODE'],
     ['bad mode', { limit: 1, windowMs: 1000, algorithm: 'leaky-bucket', mode: 'queue' }, 'ERR_FG_MODE'],
+    // null is a value, not a way to ask for the default: it is rejected like any wrong value.
+    ['algorithm null', { limit: 1, windowMs: 1000, algorithm: null }, 'ERR_FG_ALGORITHM'],
+    ['burst null', { limit: 1, windowMs: 1000, algorithm: 'gcra', burst: null }, 'ERR_FG_BURST'],
+    ['onStoreError null', { limit: 1, windowMs: 1000, onStoreError: null }, 'ERR_FG_OPTION'],
+    ['timeoutMs null', { limit: 1, windowMs: 1000, timeoutMs: null }, 'ERR_FG_OPTION'],
+    ['store null', { limit: 1, windowMs: 1000, store: null }, 'ERR_FG_OPTION'],
+    ['localDenyCache with a misspelt option', { limit: 1, windowMs: 1000, localDenyCache: { maxkeys: 5 } }, 'ERR_FG_UNKNOWN_OPTION'],
     ['no rule', {}, 'ERR_FG_RULES'],
     ['empty rules', { rules: [] }, 'ERR_FG_RULES'],
     ['rules and shorthand', { limit: 1, windowMs: 1, rules: [{ limit: 1, windowMs: 1 }] }, 'ERR_FG_RULES'],
@@ -424,6 +432,66 @@ describe('option validation', () => {
       { numRuns: 2000 },
     );
   });
+});
+
+it('fuzzed options that build are taken exactly as given: no option is dropped or silently defaulted', () => {
+  const valid = <T>(...values: T[]) => fc.constantFrom(...values);
+  const anything = fc.oneof(fc.integer({ min: -2, max: 5 }), fc.string({ maxLength: 6 }), fc.constantFrom(undefined, null, true, {}, 1.5));
+  const sometimes = <T>(good: fc.Arbitrary<T>) => fc.oneof({ weight: 4, arbitrary: good }, { weight: 1, arbitrary: anything });
+  // Rules valid for their algorithm most of the time, so that many option sets build.
+  const rule = fc.constantFrom('fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'leaky-bucket', 'gcra', 'concurrency').chain((algorithm) =>
+    fc.record(
+      {
+        algorithm: sometimes(valid(algorithm)),
+        limit: sometimes(fc.integer({ min: 1, max: 1000 })),
+        windowMs: sometimes(valid(1000, 60_000, 3_600_000)),
+        ...(['token-bucket', 'leaky-bucket', 'gcra'].includes(algorithm) ? { burst: sometimes(fc.integer({ min: 1, max: 50 })) } : {}),
+        ...(algorithm === 'sliding-window' ? { segments: sometimes(valid(1, 2, 4, 10)) } : {}),
+        ...(algorithm === 'leaky-bucket' ? { mode: sometimes(valid('police', 'shape')) } : {}),
+      },
+      { requiredKeys: ['limit', 'windowMs'] },
+    ),
+  );
+  const named = fc.array(rule, { minLength: 1, maxLength: 3 }).map((rules) => rules.map((r, i) => ({ name: `r${i}.x`, ...r })));
+  const insurance = createLimiter({ limit: 1, windowMs: 1000 });
+  const options = fc.record(
+    {
+      rules: named,
+      prefix: sometimes(valid('', 'api:', 'fg:')),
+      timeoutMs: sometimes(valid(1, 50, 200, 2.5)),
+      onStoreError: sometimes(valid<unknown>('allow', 'deny', insurance)),
+      localDenyCache: sometimes(valid<unknown>(true, false, { maxKeys: 5 }, {})),
+    },
+    { requiredKeys: ['rules'] },
+  );
+  let built = 0;
+  fc.assert(
+    fc.property(fc.oneof(options, rule), (given) => {
+      let config: ReturnType<typeof parseLimiterOptions>;
+      try {
+        config = parseLimiterOptions(given as LimiterOptions);
+      } catch (error) {
+        expect(error).toBeInstanceOf(FloodgateError);
+        return;
+      }
+      built++;
+      const rules = 'rules' in given ? (given.rules as Record<string, unknown>[]) : [given as Record<string, unknown>];
+      const fields = ['name', 'algorithm', 'limit', 'windowMs', 'burst', 'segments', 'mode'] as const;
+      rules.forEach((r, i) => {
+        for (const field of fields) if (r[field] !== undefined) expect(config.rules[i]?.[field], field).toBe(r[field]);
+      });
+      const o = given as Record<string, unknown>;
+      if (o.prefix !== undefined) expect(config.prefix).toBe(o.prefix);
+      if (o.timeoutMs !== undefined) expect(config.timeoutMs).toBe(o.timeoutMs);
+      if (o.onStoreError !== undefined) expect(config.onStoreError).toBe(o.onStoreError);
+      if (o.localDenyCache !== undefined) {
+        const cache = o.localDenyCache as boolean | { maxKeys?: number };
+        expect(config.localDenyCacheKeys).toBe(cache === false ? 0 : cache === true ? 10_000 : (cache.maxKeys ?? 10_000));
+      }
+    }),
+    { numRuns: 3000 },
+  );
+  expect(built).toBeGreaterThan(300); // the property looked at many options that were accepted, not only rejections
 });
 
 it('decisions are plain data that survive JSON', async () => {

@@ -1,4 +1,4 @@
-import { describe, ErrorCodes, FloodgateError } from './errors.js';
+import { describe, ErrorCodes, FloodgateError, orDefault } from './errors.js';
 import { type CompiledRule, compileRule, compileRules, type RuleOptions } from './rules.js';
 import { MemoryStore } from './stores/memory-store.js';
 import type { Store } from './stores/types.js';
@@ -140,22 +140,22 @@ export function parseLimiterOptions(options: LimiterOptions): LimiterConfigurati
 
   const rules = parseRules(options, 'createLimiter()');
 
-  const store = options.store ?? new MemoryStore();
+  const store = options.store === undefined ? new MemoryStore() : options.store;
   if (!isStore(store)) {
     throw new FloodgateError(ErrorCodes.OPTION, `store must be a Store (an object with consume, peek, refund and reset), got ${describe(options.store)}.`);
   }
 
-  const prefix = options.prefix ?? 'fg:';
+  const prefix = orDefault(options.prefix, 'fg:');
   if (typeof prefix !== 'string' || prefix.length > 64) {
     throw new FloodgateError(ErrorCodes.OPTION, `prefix must be a string of at most 64 characters, got ${describe(options.prefix)}.`);
   }
 
-  const timeoutMs = options.timeoutMs ?? 200;
+  const timeoutMs = orDefault(options.timeoutMs, 200);
   if (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || !Number.isFinite(timeoutMs)) {
     throw new FloodgateError(ErrorCodes.OPTION, `timeoutMs must be a positive number of milliseconds, got ${describe(options.timeoutMs)}.`);
   }
 
-  const onStoreError = options.onStoreError ?? 'allow';
+  const onStoreError = orDefault<StoreErrorPolicy>(options.onStoreError, 'allow');
   if (
     onStoreError !== 'allow' &&
     onStoreError !== 'deny' &&
@@ -164,13 +164,18 @@ export function parseLimiterOptions(options: LimiterOptions): LimiterConfigurati
     throw new FloodgateError(ErrorCodes.OPTION, `onStoreError must be 'allow', 'deny' or a limiter, got ${describe(options.onStoreError)}.`);
   }
 
-  const now = options.now ?? Date.now;
+  const now = orDefault(options.now, Date.now);
   if (typeof now !== 'function') {
     throw new FloodgateError(ErrorCodes.OPTION, `now must be a function returning the time in ms, got ${describe(options.now)}.`);
   }
 
-  const cache = options.localDenyCache ?? false;
-  const cacheKeys = cache === false ? 0 : cache === true ? 10_000 : typeof cache === 'object' && cache !== null ? (cache.maxKeys ?? 10_000) : Number.NaN;
+  const cache = orDefault<LimiterOptions['localDenyCache']>(options.localDenyCache, false);
+  if (typeof cache === 'object' && cache !== null) {
+    for (const key of Object.keys(cache)) {
+      if (key !== 'maxKeys') throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `localDenyCache has no option '${key}'; it takes maxKeys.`);
+    }
+  }
+  const cacheKeys = cache === false ? 0 : cache === true ? 10_000 : typeof cache === 'object' && cache !== null ? orDefault(cache.maxKeys, 10_000) : Number.NaN;
   if (!Number.isSafeInteger(cacheKeys) || cacheKeys < 0 || (cache !== false && cacheKeys === 0)) {
     throw new FloodgateError(
       ErrorCodes.OPTION,

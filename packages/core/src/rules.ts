@@ -1,4 +1,4 @@
-import { describe, ErrorCodes, FloodgateError } from './errors.js';
+import { describe, ErrorCodes, FloodgateError, orDefault } from './errors.js';
 
 /** The six rate algorithms, and `concurrency` (requests in flight). See the package README for when to choose which. */
 export const algorithms = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'leaky-bucket', 'gcra', 'concurrency'] as const;
@@ -76,7 +76,7 @@ export function compileRule(options: unknown, where: string, defaultName?: strin
     }
   }
 
-  const name = rule.name ?? defaultName;
+  const name = orDefault(rule.name, defaultName);
   if (typeof name !== 'string' || !namePattern.test(name)) {
     throw new FloodgateError(
       ErrorCodes.RULES,
@@ -86,7 +86,7 @@ export function compileRule(options: unknown, where: string, defaultName?: strin
     );
   }
 
-  const algorithm = rule.algorithm ?? 'sliding-window';
+  const algorithm = orDefault<unknown>(rule.algorithm, 'sliding-window');
   if (typeof algorithm !== 'string' || !(algorithms as readonly string[]).includes(algorithm)) {
     throw new FloodgateError(
       ErrorCodes.ALGORITHM,
@@ -110,7 +110,7 @@ export function compileRule(options: unknown, where: string, defaultName?: strin
       `${where}.burst only applies to token-bucket, leaky-bucket and gcra; remove it or change the algorithm (it is '${algorithm}').`,
     );
   }
-  const burst = rule.burst ?? limit;
+  const burst = orDefault<unknown>(rule.burst, limit);
   if (!isPositiveInteger(burst)) {
     throw new FloodgateError(ErrorCodes.BURST, `${where}.burst must be an integer >= 1 (the bucket's capacity), got ${describe(burst)}.`);
   }
@@ -121,7 +121,7 @@ export function compileRule(options: unknown, where: string, defaultName?: strin
       `${where}.segments only applies to sliding-window; remove it or change the algorithm (it is '${algorithm}').`,
     );
   }
-  const segments = rule.segments ?? 1;
+  const segments = orDefault<unknown>(rule.segments, 1);
   if (!isPositiveInteger(segments) || windowMs % segments !== 0) {
     throw new FloodgateError(
       ErrorCodes.SEGMENTS,
@@ -132,7 +132,7 @@ export function compileRule(options: unknown, where: string, defaultName?: strin
   if (rule.mode !== undefined && algorithm !== 'leaky-bucket') {
     throw new FloodgateError(ErrorCodes.MODE, `${where}.mode only applies to leaky-bucket; remove it or change the algorithm (it is '${algorithm}').`);
   }
-  const mode = rule.mode ?? 'police';
+  const mode = orDefault<unknown>(rule.mode, 'police');
   if (mode !== 'police' && mode !== 'shape') {
     throw new FloodgateError(ErrorCodes.MODE, `${where}.mode must be 'police' or 'shape', got ${describe(mode)}.`);
   }

@@ -1,5 +1,5 @@
 import ipaddr from 'ipaddr.js';
-import { describe, ErrorCodes, FloodgateError } from '../errors.js';
+import { describe, ErrorCodes, FloodgateError, orDefault } from '../errors.js';
 
 /**
  * How an adapter reads a request. `Args` is what the framework hands a
@@ -176,7 +176,7 @@ export function createKeyBy<Args extends unknown[]>(reader: RequestReader<Args>)
      * ```
      */
     ip(options: IpKeyOptions = {}): KeyFunction<Args> {
-      const subnet = checkSubnet(options.ipv6Subnet ?? 56);
+      const subnet = checkSubnet(orDefault(options.ipv6Subnet, 56));
       return function ipKey(...args: Args): string {
         const key = normalizeIp(reader.clientIp(...args), subnet);
         if (key === undefined) throw missingIp('ip()');
@@ -197,11 +197,11 @@ export function createKeyBy<Args extends unknown[]>(reader: RequestReader<Args>)
      * ```
      */
     forwardedFor(options: ForwardedForOptions = {}): KeyFunction<Args> {
-      const hops = options.hops ?? 1;
+      const hops = orDefault(options.hops, 1);
       if (!Number.isInteger(hops) || hops < 1) {
         throw new FloodgateError(ErrorCodes.OPTION, `keyBy.forwardedFor hops must be an integer >= 1 (the number of proxies you run), got ${describe(hops)}.`);
       }
-      const subnet = checkSubnet(options.ipv6Subnet ?? 56);
+      const subnet = checkSubnet(orDefault(options.ipv6Subnet, 56));
       return function forwardedForKey(...args: Args): string {
         const forwarded = normalizeIp(forwardedAddress(reader.header('x-forwarded-for', ...args), hops), subnet);
         const key = forwarded ?? normalizeIp(reader.socketIp(...args), subnet);
@@ -225,7 +225,7 @@ export function createKeyBy<Args extends unknown[]>(reader: RequestReader<Args>)
         throw new FloodgateError(ErrorCodes.OPTION, `keyBy.header needs a header name like 'x-user-id', got ${describe(name)}.`);
       }
       const lower = name.toLowerCase();
-      const fallback = options.fallback ?? keyBy.ip();
+      const fallback = options.fallback === undefined ? keyBy.ip() : options.fallback;
       if (typeof fallback !== 'function') {
         throw new FloodgateError(ErrorCodes.OPTION, `keyBy.header fallback must be a key function, got ${describe(fallback)}.`);
       }

@@ -1,6 +1,6 @@
 import { isPromise } from '../awaitable.js';
 import type { Decision } from '../decision.js';
-import { describe, ErrorCodes, FloodgateError } from '../errors.js';
+import { describe, ErrorCodes, FloodgateError, orDefault } from '../errors.js';
 import { createLimiter, isUnmeasured, type Limiter } from '../limiter.js';
 import { adapterOptionNames, type LimiterOptions, limiterOptionNames, rejectUnknownKeys } from '../options.js';
 import { type Header, type HeadersMode, headersModes, rateLimitHeaders } from './headers.js';
@@ -187,21 +187,21 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
   checkBoolean(options.skipFailedRequests, 'skipFailedRequests');
   checkBoolean(options.shadow, 'shadow');
   if (typeof options.cost !== 'function' && options.cost !== undefined) checkCost(options.cost);
-  const statusCode = options.statusCode ?? 429;
+  const statusCode = orDefault(options.statusCode, 429);
   if (!Number.isInteger(statusCode) || statusCode < 400 || statusCode > 599) {
     throw new FloodgateError(ErrorCodes.OPTION, `statusCode must be an HTTP error status (400-599), got ${describe(options.statusCode)}.`);
   }
-  const headersMode = options.headers ?? 'legacy';
+  const headersMode = orDefault<HeadersMode>(options.headers, 'legacy');
   if (!headersModes.includes(headersMode)) {
     throw new FloodgateError(ErrorCodes.OPTION, `headers must be 'legacy', 'draft-8', 'both' or false, got ${describe(options.headers)}.`);
   }
-  const message = options.message ?? DEFAULT_MESSAGE;
+  const message = orDefault<Message<Args>>(options.message, DEFAULT_MESSAGE);
   if (typeof message !== 'string' && typeof message !== 'function' && (typeof message !== 'object' || message === null)) {
     throw new FloodgateError(ErrorCodes.OPTION, `message must be a string, an object (sent as JSON) or a function, got ${describe(options.message)}.`);
   }
 
-  const key = options.key ?? adapter.defaultKey();
-  const cost = options.cost ?? 1;
+  const key = options.key === undefined ? adapter.defaultKey() : options.key;
+  const cost = orDefault<NonNullable<typeof options.cost>>(options.cost, 1);
   const { skip, shadow = false, skipSuccessfulRequests = false, skipFailedRequests = false } = options;
   const staticBody = typeof message === 'function' ? undefined : render(message);
   const denied = compileAccessList<Args>(options.denyList, 'denyList');
