@@ -128,6 +128,30 @@ describe('RedisStore', () => {
     }
   });
 
+  it('gives every key of a multi-rule limiter the lifetime its rule needs, worked out by hand', async () => {
+    // On the client clock a key lives for its rule's whole horizon (Redis cannot know that clock):
+    // the longest the state can matter, from each rule's definition.
+    const rules: RuleOptions[] = [
+      { name: 'fixed', algorithm: 'fixed-window', limit: 5, windowMs: 60_000 }, // one window: 60 s
+      { name: 'sliding', algorithm: 'sliding-window', limit: 5, windowMs: 60_000, segments: 4 }, // a window and a segment: 75 s
+      { name: 'log', algorithm: 'sliding-log', limit: 5, windowMs: 60_000 }, // one window: 60 s
+      { name: 'tokens', algorithm: 'token-bucket', limit: 6, windowMs: 60_000, burst: 3 }, // 3 tokens at 6 a minute: 30 s
+      { name: 'leaky', algorithm: 'leaky-bucket', limit: 2, windowMs: 60_000, burst: 4 }, // 4 units at 2 a minute: 120 s
+      { name: 'cell', algorithm: 'gcra', limit: 10, windowMs: 60_000, burst: 5 }, // 5 cells at 10 a minute: 30 s
+    ];
+    const needs = [60_000, 75_000, 60_000, 30_000, 120_000, 30_000];
+    const prefix = fresh('horizon');
+    const store = new RedisStore({ client: redis, clock: 'client' });
+    const limiter = createLimiter({ rules, store, prefix, now: () => Date.UTC(2026, 0, 1, 0, 0, 30), timeoutMs });
+    expect((await limiter.consume('k')).allowed).toBe(true);
+    const keys = store.keysOf('k', { prefix, rules: limiter.rules });
+    const ttls = await Promise.all(keys.map((key) => redis.pttl(key)));
+    ttls.forEach((ttl, i) => {
+      expect(ttl, rules[i]?.name).toBeGreaterThan((needs[i] as number) - 5_000);
+      expect(ttl, rules[i]?.name).toBeLessThanOrEqual(needs[i] as number);
+    });
+  });
+
   it('decides with Redis TIME: limiters with wildly wrong clocks share one state', async () => {
     const prefix = fresh('clock');
     const store = new RedisStore({ client: redis });
