@@ -220,6 +220,17 @@ describe('when the store fails', () => {
     expect(errors).toEqual(['k:connection refused:true']);
   });
 
+  it('treats a store that answers nonsense as a failed store, whether it answers at once or later', async () => {
+    for (const answer of [() => undefined, () => Promise.resolve(undefined), () => [], () => 42]) {
+      const nonsense = answer as unknown as Store['consume'];
+      const limiter = createLimiter({ limit: 1, windowMs: 1000, store: { ...brokenStore('reject'), consume: nonsense }, onStoreError: 'deny' });
+      limiter.on('error', () => {});
+      const decision = await limiter.consume('k');
+      expect(decision.allowed).toBe(false);
+      expect(decision.storeError).toBeInstanceOf(Error);
+    }
+  });
+
   it("denies under onStoreError: 'deny'", async () => {
     const limiter = createLimiter({ limit: 1, windowMs: 1000, store: brokenStore('reject'), onStoreError: 'deny' });
     limiter.on('error', () => {});

@@ -200,7 +200,8 @@ class RateLimiter implements Limiter {
     } catch (error) {
       return this.consumeFailed(key, error, ruleSet, cost, started);
     }
-    if (Array.isArray(result)) return this.decided(key, id, cost, now, leaseId, ruleSet, result, started);
+    // Anything but a promise is the store's answer; decided() treats one that is not a list of decisions as a failure.
+    if (Array.isArray(result) || !isPromise(result)) return this.decided(key, id, cost, now, leaseId, ruleSet, result, started);
     return withTimeout(result, this.config.timeoutMs).then(
       (rules) => this.decided(key, id, cost, now, leaseId, ruleSet, rules, started),
       (error: unknown) => this.consumeFailed(key, error, ruleSet, cost, started),
