@@ -71,11 +71,13 @@ function checkSubnet(ipv6Subnet: unknown): number | false {
  */
 export function normalizeIp(address: string | undefined, ipv6Subnet: number | false = 56): string | undefined {
   if (typeof address !== 'string') return undefined;
-  const memo = ipv6Subnet === false ? fullMemo : subnetMemos.get(ipv6Subnet);
-  const known = memo?.get(address);
+  const memo = memoFor(ipv6Subnet);
+  const known = memo.get(address);
   if (known !== undefined) return known === null ? undefined : known;
   const key = canonicalIp(address.trim(), ipv6Subnet);
-  remember(ipv6Subnet, address, key ?? null);
+  // Cleared, not trimmed: deleting a Map's oldest entries one by one leaves it scanning their tombstones.
+  if (memo.size >= MEMO_SIZE) memo.clear();
+  memo.set(address, key ?? null);
   return key;
 }
 
@@ -130,15 +132,14 @@ const MEMO_SIZE = 10_000;
 const fullMemo = new Map<string, string | null>();
 const subnetMemos = new Map<number, Map<string, string | null>>();
 
-function remember(ipv6Subnet: number | false, address: string, key: string | null): void {
-  let memo = ipv6Subnet === false ? fullMemo : subnetMemos.get(ipv6Subnet);
+function memoFor(ipv6Subnet: number | false): Map<string, string | null> {
+  if (ipv6Subnet === false) return fullMemo;
+  let memo = subnetMemos.get(ipv6Subnet);
   if (memo === undefined) {
     memo = new Map();
-    subnetMemos.set(ipv6Subnet as number, memo);
+    subnetMemos.set(ipv6Subnet, memo);
   }
-  // Cleared, not trimmed: deleting a Map's oldest entries one by one leaves it scanning their tombstones.
-  if (memo.size >= MEMO_SIZE) memo.clear();
-  memo.set(address, key);
+  return memo;
 }
 
 /**
