@@ -125,8 +125,10 @@ class RateLimiter implements Limiter {
   private readonly denials: DenyCache | undefined;
   /** Whether a rule in force is a concurrency rule: calls then take leases. */
   private leasing: boolean;
-  /** Whether anyone listens to 'allowed', 'limited' or 'error': only then is a call timed and an event built. */
+  /** Whether anyone listens to 'allowed', 'limited' or 'error': only then is a call timed. */
   private timed = false;
+  /** Whether anyone listens to 'allowed' or 'limited': only then is their event built. */
+  private reporting = false;
   private lastErrorLog = Number.NEGATIVE_INFINITY;
   private unloggedErrors = 0;
 
@@ -153,13 +155,18 @@ class RateLimiter implements Limiter {
 
   on<E extends keyof LimiterEvents>(event: E, listener: (payload: LimiterEvents[E]) => void): () => void {
     this.events.on(event, listener);
-    this.timed = this.events.has('allowed') || this.events.has('limited') || this.events.has('error');
+    this.listenersChanged();
     return () => this.off(event, listener);
+  }
+
+  private listenersChanged(): void {
+    this.reporting = this.events.has('allowed') || this.events.has('limited');
+    this.timed = this.reporting || this.events.has('error');
   }
 
   off<E extends keyof LimiterEvents>(event: E, listener: (payload: LimiterEvents[E]) => void): void {
     this.events.off(event, listener);
-    this.timed = this.events.has('allowed') || this.events.has('limited') || this.events.has('error');
+    this.listenersChanged();
   }
 
   updateRules(rules: readonly RuleOptions[] | RuleOptions): void {
@@ -240,9 +247,9 @@ class RateLimiter implements Limiter {
     return this.storeFailed(key, asError(error), ruleSet, cost, 'consume', started);
   }
 
-  /** Emits 'allowed' or 'limited' when the call was timed (someone listens). */
+  /** Emits 'allowed' or 'limited' when someone listens to them (the call was then timed). */
   private report(key: string, decision: Decision, started: number): Decision {
-    if (started >= 0) {
+    if (this.reporting && started >= 0) {
       const event = decision.allowed ? 'allowed' : 'limited';
       this.events.emit(event, { key, rule: decision.rule, decision, latencyMs: performance.now() - started });
     }
@@ -256,7 +263,8 @@ class RateLimiter implements Limiter {
     if (!this.breaker.allows()) return this.storeFailed(key, unavailable(), ruleSet, 1, 'peek', started);
     try {
       const result = this.store.peek(id, ruleSet, this.now());
-      const decision = combine(Array.isArray(result) ? result : await withTimeout(result, this.config.timeoutMs));
+      // As in decide(): anything but a promise is the store's answer, and combine() rejects one that is not decisions.
+      const decision = combine(Array.isArray(result) || !isPromise(result) ? result : await withTimeout(result, this.config.timeoutMs));
       this.breaker.succeeded();
       return decision;
     } catch (error) {
