@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Assembles packages/core/lua/*.lua into the scripts the Redis store runs: one
-// per algorithm (used when every rule of a limiter has that algorithm) and one
-// that serves every algorithm (rule sets that mix them). Writes them with their
+// per algorithm (used when every rule of a limiter has that algorithm), one
+// that serves every algorithm (rule sets that mix them), and the flat consume
+// scripts of lua/consume/ (one rule, server clock). Writes them with their
 // SHA-1s to src/stores/lua.generated.ts (committed, so the sources type-check
 // and test without a build; a test fails when it is stale). Run by
 // `pnpm build`; `node scripts/build-lua.mjs --check` only checks.
@@ -75,9 +76,23 @@ export function assembleScript(algorithm) {
   return [...kept, ...own].join('\n');
 }
 
-/** Every script: one per algorithm, and `all`. */
+/**
+ * The consume of one rule under the server clock, per algorithm that has one:
+ * the hot path, a flat script of its own (lua/consume/<algorithm>.lua) that
+ * shares the state layout of the general one.
+ */
+export const CONSUME_FILES = {
+  'fixed-window': 'consume/fixed-window.lua',
+  gcra: 'consume/gcra.lua',
+};
+
+/** Every script: one per algorithm, `all`, and `consume:<algorithm>` for the algorithms in CONSUME_FILES. */
 export function assembleScripts() {
-  return Object.fromEntries([...Object.keys(ALGORITHM_FILES).map((name) => [name, assembleScript(name)]), ['all', assembleScript(undefined)]]);
+  return Object.fromEntries([
+    ...Object.keys(ALGORITHM_FILES).map((name) => [name, assembleScript(name)]),
+    ['all', assembleScript(undefined)],
+    ...Object.entries(CONSUME_FILES).map(([name, file]) => [`consume:${name}`, `${read(file)}\n`]),
+  ]);
 }
 
 export const sha1 = (text) => createHash('sha1').update(text).digest('hex');

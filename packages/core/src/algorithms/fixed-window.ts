@@ -1,4 +1,33 @@
-import type { VectorAlgorithm } from './types.js';
+import type { CompiledRule } from '../rules.js';
+import type { VectorAlgorithm, Verdict } from './types.js';
+
+/**
+ * Decides a call of `cost` against the `count` already in a window that ends
+ * in `msToEnd` ms; fills `out` and returns whether it is admitted. Shared by
+ * the decide below and the Redis store's flat consume script, which answers
+ * with just these two numbers.
+ */
+export function countInWindow(rule: CompiledRule, count: number, msToEnd: number, cost: number, out: Verdict): boolean {
+  const limit = rule.limit;
+  const after = count + cost;
+  out.remainingNow = count < limit ? limit - count : 0;
+  out.resetMsNow = count > 0 ? msToEnd : 0;
+  out.delayMs = 0;
+  if (after <= limit) {
+    out.allowed = true;
+    out.retryAfterMs = 0;
+    out.remaining = limit - after;
+    out.resetMs = msToEnd;
+    out.ttlMs = msToEnd;
+    return true;
+  }
+  out.allowed = false;
+  out.retryAfterMs = cost > limit ? Number.POSITIVE_INFINITY : msToEnd;
+  out.remaining = out.remainingNow;
+  out.resetMs = out.resetMsNow;
+  out.ttlMs = 0;
+  return false;
+}
 
 /**
  * Fixed window: time is cut into windows aligned to the epoch
@@ -12,7 +41,6 @@ export const fixedWindow: VectorAlgorithm = {
   stateSize: () => 2,
 
   decide(rule, state, base, now, cost, out, next) {
-    const limit = rule.limit;
     let start = now - (now % rule.windowMs);
     let count = 0;
     if (state !== null) {
@@ -23,25 +51,9 @@ export const fixedWindow: VectorAlgorithm = {
         count = state[base + 1] as number;
       }
     }
-    const msToEnd = start + rule.windowMs - now;
-    const after = count + cost;
-    out.remainingNow = count < limit ? limit - count : 0;
-    out.resetMsNow = count > 0 ? msToEnd : 0;
-    out.delayMs = 0;
-    if (after <= limit) {
-      out.allowed = true;
-      out.retryAfterMs = 0;
-      out.remaining = limit - after;
-      out.resetMs = msToEnd;
-      out.ttlMs = msToEnd;
+    if (countInWindow(rule, count, start + rule.windowMs - now, cost, out)) {
       next[0] = start;
-      next[1] = after;
-    } else {
-      out.allowed = false;
-      out.retryAfterMs = cost > limit ? Number.POSITIVE_INFINITY : msToEnd;
-      out.remaining = out.remainingNow;
-      out.resetMs = out.resetMsNow;
-      out.ttlMs = 0;
+      next[1] = count + cost;
     }
   },
 

@@ -1,3 +1,6 @@
+import { countInWindow } from '../algorithms/fixed-window.js';
+import { decideLevel } from '../algorithms/meter.js';
+import { createVerdict, type Verdict } from '../algorithms/types.js';
 import { describe, ErrorCodes, FloodgateError } from '../errors.js';
 import type { CompiledRule } from '../rules.js';
 import { type LuaScript, SCRIPTS } from './lua.generated.js';
@@ -90,7 +93,61 @@ interface Prepared {
   suffixes: string[];
   /** The script arguments after op, now and cost. */
   ruleArgs: string[];
+  /** How consume runs when it can take a flat script of lua/consume/. */
+  flat: FlatConsume | undefined;
 }
+
+/**
+ * A consume of one rule under the server clock by the flat script of its
+ * algorithm: fewer arguments, a reply of one or two numbers, and the rest of
+ * the decision worked out here by the algorithm's own TypeScript.
+ */
+interface FlatConsume {
+  script: LuaScript;
+  /** The script arguments after the cost. */
+  args: string[];
+  /** Fills `out` from the script's reply to a call of `cost`. */
+  verdict(reply: unknown, rule: CompiledRule, cost: number, out: Verdict): void;
+}
+
+/**
+ * The count in consume/fixed-window.lua's reply count * (windowMs + 1) + ms
+ * (ms <= windowMs, the whole below 2^53): for integers that size the rounded
+ * quotient never reaches the next integer, so floor() is exact.
+ */
+export function unpackCount(packed: number, windowMs: number): number {
+  return Math.floor(packed / (windowMs + 1));
+}
+
+/** The algorithms with a flat consume script: its script, a rule's arguments to it, and its reply read. */
+const flatConsumes: Partial<Record<CompiledRule['algorithm'], Omit<FlatConsume, 'args'> & { args(rule: CompiledRule): string[] }>> = {
+  'fixed-window': {
+    script: SCRIPTS['consume:fixed-window'],
+    args: (rule) => [String(rule.limit), String(rule.windowMs)],
+    verdict(reply, rule, cost, out) {
+      let count: number;
+      let msToEnd: number;
+      if (typeof reply === 'number') {
+        count = unpackCount(reply, rule.windowMs);
+        msToEnd = reply - count * (rule.windowMs + 1);
+      } else if (Array.isArray(reply) && reply.length === 2) {
+        count = Number(reply[0]);
+        msToEnd = Number(reply[1]);
+      } else {
+        throw badReply(reply);
+      }
+      countInWindow(rule, count, msToEnd, cost, out);
+    },
+  },
+  gcra: {
+    script: SCRIPTS['consume:gcra'],
+    args: (rule) => [String(rule.burst * rule.unitsPerToken), String(rule.unitsPerToken), String(rule.unitsPerMs)],
+    verdict(reply, rule, cost, out) {
+      if (typeof reply !== 'number') throw badReply(reply);
+      decideLevel(rule, reply, cost, out);
+    },
+  },
+};
 
 const isNoScript = (error: unknown) => error instanceof Error && /^NOSCRIPT/.test(error.message);
 
@@ -119,6 +176,8 @@ export class RedisStore implements Store {
   private readonly prefix: string;
   private readonly serverClock: boolean;
   private readonly prepared = new WeakMap<RuleSet, Prepared>();
+  /** Scratch for the flat consume scripts' verdicts (filled and read within one synchronous step). */
+  private readonly verdict = createVerdict();
 
   constructor(options: RedisStoreOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -155,7 +214,23 @@ export class RedisStore implements Store {
   }
 
   async consume(key: string, ruleSet: RuleSet, cost: number, now: number, leaseId = ''): Promise<RuleDecision[]> {
-    return (await this.evaluate('consume', key, ruleSet, cost, now, leaseId)).decisions;
+    const flat = this.prepare(ruleSet).flat;
+    if (flat === undefined) return (await this.evaluate('consume', key, ruleSet, cost, now, leaseId)).decisions;
+    const rule = ruleSet.rules[0] as CompiledRule;
+    const reply = await this.call(flat.script, this.keysOf(key, ruleSet), [String(cost), ...flat.args]);
+    const v = this.verdict;
+    flat.verdict(reply, rule, cost, v);
+    return [
+      {
+        name: rule.name,
+        allowed: v.allowed,
+        limit: rule.limit,
+        remaining: v.remaining,
+        resetMs: v.resetMs,
+        retryAfterMs: v.retryAfterMs,
+        delayMs: v.allowed ? v.delayMs : 0,
+      },
+    ];
   }
 
   async release(key: string, ruleSet: RuleSet, leaseId: string, now: number): Promise<void> {
@@ -214,7 +289,9 @@ export class RedisStore implements Store {
       const rules = ruleSet.rules;
       const algorithm = (rules[0] as CompiledRule).algorithm;
       const single = rules.every((rule) => rule.algorithm === algorithm);
+      const flat = rules.length === 1 && this.serverClock ? flatConsumes[algorithm] : undefined;
       prepared = {
+        flat: flat && { script: flat.script, args: flat.args(rules[0] as CompiledRule), verdict: flat.verdict },
         script: single ? SCRIPTS[algorithm] : SCRIPTS.all,
         suffixes: rules.map((rule) => `}:${rule.name}`),
         // The script for every algorithm reads each rule's algorithm first.
