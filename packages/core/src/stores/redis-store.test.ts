@@ -249,6 +249,19 @@ describe('RedisStore flat consume scripts (one rule, server clock)', () => {
     if (most < calls) expect(admittedFlat).toBeLessThan(calls); // the assertion that bites: sub-ms state was kept
   });
 
+  it.each(flatScripts)('%s: reads integer replies a client hands over as strings (ioredis stringNumbers)', async (algorithm) => {
+    const strings = redis.duplicate({ stringNumbers: true });
+    try {
+      const store = new RedisStore({ client: strings });
+      const ruleSet = { prefix: fresh('strings'), rules: [compileRule({ algorithm, limit: 5, windowMs: 3_600_000 }, 'rule', 'default')] };
+      expect(await strings.eval('return 7', 0)).toBe('7'); // the client does hand over strings
+      for (const remaining of [3, 1]) expect((await store.consume('k', ruleSet, 2, 0))[0]).toMatchObject({ allowed: true, remaining });
+      expect((await store.consume('k', ruleSet, 2, 0))[0]).toMatchObject({ allowed: false, remaining: 1 });
+    } finally {
+      strings.disconnect();
+    }
+  });
+
   it.each(flatScripts)('%s: a key of another type, or a foreign value, reads as no state', async (algorithm) => {
     const store = new RedisStore({ client: redis });
     const ruleSet = { prefix: fresh('foreign'), rules: [compileRule({ algorithm, limit: 5, windowMs: 3_600_000 }, 'rule', 'default')] };

@@ -119,6 +119,13 @@ export function unpackCount(packed: number, windowMs: number): number {
   return Math.floor(packed / (windowMs + 1));
 }
 
+/** An integer reply as a number: clients may hand it over as a string (ioredis `stringNumbers`) or a bigint. */
+function integerReply(reply: unknown): number {
+  const value = typeof reply === 'number' || typeof reply === 'string' || typeof reply === 'bigint' ? Number(reply) : Number.NaN;
+  if (!Number.isSafeInteger(value)) throw badReply(reply);
+  return value;
+}
+
 /** The algorithms with a flat consume script: its script, a rule's arguments to it, and its reply read. */
 const flatConsumes: Partial<Record<CompiledRule['algorithm'], Omit<FlatConsume, 'args'> & { args(rule: CompiledRule): string[] }>> = {
   'fixed-window': {
@@ -127,14 +134,14 @@ const flatConsumes: Partial<Record<CompiledRule['algorithm'], Omit<FlatConsume, 
     verdict(reply, rule, cost, out) {
       let count: number;
       let msToEnd: number;
-      if (typeof reply === 'number') {
-        count = unpackCount(reply, rule.windowMs);
-        msToEnd = reply - count * (rule.windowMs + 1);
-      } else if (Array.isArray(reply) && reply.length === 2) {
-        count = Number(reply[0]);
-        msToEnd = Number(reply[1]);
+      if (Array.isArray(reply)) {
+        if (reply.length !== 2) throw badReply(reply);
+        count = integerReply(reply[0]);
+        msToEnd = integerReply(reply[1]);
       } else {
-        throw badReply(reply);
+        const packed = integerReply(reply);
+        count = unpackCount(packed, rule.windowMs);
+        msToEnd = packed - count * (rule.windowMs + 1);
       }
       countInWindow(rule, count, msToEnd, cost, out);
     },
@@ -143,8 +150,7 @@ const flatConsumes: Partial<Record<CompiledRule['algorithm'], Omit<FlatConsume, 
     script: SCRIPTS['consume:gcra'],
     args: (rule) => [String(rule.burst * rule.unitsPerToken), String(rule.unitsPerToken), String(rule.unitsPerMs)],
     verdict(reply, rule, cost, out) {
-      if (typeof reply !== 'number') throw badReply(reply);
-      decideLevel(rule, reply, cost, out);
+      decideLevel(rule, integerReply(reply), cost, out);
     },
   },
 };
