@@ -220,10 +220,11 @@ export class RedisStore implements Store {
   }
 
   async consume(key: string, ruleSet: RuleSet, cost: number, now: number, leaseId = ''): Promise<RuleDecision[]> {
-    const flat = this.prepare(ruleSet).flat;
+    const prepared = this.prepare(ruleSet);
+    const flat = prepared.flat;
     if (flat === undefined) return (await this.evaluate('consume', key, ruleSet, cost, now, leaseId)).decisions;
     const rule = ruleSet.rules[0] as CompiledRule;
-    const reply = await this.call(flat.script, this.keysOf(key, ruleSet), [String(cost), ...flat.args]);
+    const reply = await this.call(flat.script, this.keysFor(key, ruleSet, prepared), [String(cost), ...flat.args]);
     const v = this.verdict;
     flat.verdict(reply, rule, cost, v);
     return [
@@ -258,8 +259,12 @@ export class RedisStore implements Store {
 
   /** The Redis keys of a user key under a limiter's rules (for inspection and tests). */
   keysOf(key: string, ruleSet: RuleSet): string[] {
+    return this.keysFor(key, ruleSet, this.prepare(ruleSet));
+  }
+
+  private keysFor(key: string, ruleSet: RuleSet, prepared: Prepared): string[] {
     const head = `${this.prefix}${ruleSet.prefix}{${escapeKey(key)}`;
-    return this.prepare(ruleSet).suffixes.map((suffix) => head + suffix);
+    return prepared.suffixes.map((suffix) => head + suffix);
   }
 
   /** Runs the script once: the decisions and the time they were made at. */
@@ -267,7 +272,7 @@ export class RedisStore implements Store {
     const prepared = this.prepare(ruleSet);
     const args = [operation, this.serverClock ? '' : String(now), String(cost), ...prepared.ruleArgs];
     if (leaseId !== '') args.push(leaseId);
-    const reply = await this.call(prepared.script, this.keysOf(key, ruleSet), args);
+    const reply = await this.call(prepared.script, this.keysFor(key, ruleSet, prepared), args);
     return parseReply(reply, ruleSet.rules, operation);
   }
 
