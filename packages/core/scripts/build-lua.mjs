@@ -77,13 +77,16 @@ export function assembleScript(algorithm) {
 }
 
 /**
- * The consume of one rule under the server clock, per algorithm that has one:
- * the hot path, a flat script of its own (lua/consume/<algorithm>.lua) that
- * shares the state layout of the general one.
+ * The consume of one rule under the server clock, for the algorithms that have
+ * one: the hot path, a flat script (lua/consume/<name>.lua) that shares the
+ * state layout of the general one. `bucket` serves token-bucket and
+ * leaky-bucket; `sliding-window`, rules of one segment.
  */
 export const CONSUME_FILES = {
   'fixed-window': 'consume/fixed-window.lua',
   gcra: 'consume/gcra.lua',
+  'sliding-window': 'consume/sliding-window.lua',
+  bucket: 'consume/bucket.lua',
 };
 
 /** Every script: one per algorithm, `all`, and `consume:<algorithm>` for the algorithms in CONSUME_FILES. */

@@ -11,10 +11,10 @@ import { gcra } from '../algorithms/gcra.js';
 import { createVerdict } from '../algorithms/types.js';
 import { createLimiter } from '../limiter.js';
 import { algorithms, type CompiledRule, compileRule, type RuleOptions } from '../rules.js';
-import { algorithmNames } from '../test-support/arbitraries.js';
+import { algorithmNames, ruleOptions } from '../test-support/arbitraries.js';
 import { expectedDecision, referenceLimiter } from '../test-support/reference.js';
 import { SCRIPTS } from './lua.generated.js';
-import { RedisStore, ruleHorizon, unpackCount } from './redis-store.js';
+import { type FlatConsume, flatConsume, RedisStore, ruleArguments, ruleHorizon, unpackCount } from './redis-store.js';
 import type { RuleDecision } from './types.js';
 
 const run = promisify(execFile);
@@ -89,10 +89,11 @@ describe('the shipped scripts', () => {
 });
 
 describe('RedisStore flat consume scripts (one rule, server clock)', () => {
-  /** Consumes through the flat script, and through the general one with evaluate(): both on the same keys. */
-  const flatScripts = Object.keys(CONSUME_FILES) as ('fixed-window' | 'gcra')[];
+  /** The algorithms whose consume of one rule (of one segment, for sliding-window) runs a flat script. */
+  const flatAlgorithms = ['fixed-window', 'gcra', 'sliding-window', 'token-bucket', 'leaky-bucket'] as const;
+  type FlatAlgorithm = (typeof flatAlgorithms)[number];
 
-  it('are what consume runs for one fixed-window or gcra rule on the server clock, and only then', async () => {
+  it('are what consume runs for one rule on the server clock, and only then', async () => {
     /** The SHA-1s of the scripts a second consume ran (the first loads its script). */
     const sent = async (store: RedisStore, rules: RuleOptions[]) => {
       const ruleSet = { prefix: fresh('which'), rules: rules.map((r, i) => compileRule(r, `rules[${i}]`, rules.length === 1 ? 'default' : undefined)) };
@@ -106,7 +107,12 @@ describe('RedisStore flat consume scripts (one rule, server clock)', () => {
     expect(await sent(server, [{ algorithm: 'fixed-window', limit: 5, windowMs: 60_000 }])).toEqual([`evalsha ${shaOf('consume:fixed-window')}`]);
     expect(await sent(server, [{ algorithm: 'gcra', limit: 5, windowMs: 60_000 }])).toEqual([`evalsha ${shaOf('consume:gcra')}`]);
     expect(await sent(client, [{ algorithm: 'gcra', limit: 5, windowMs: 60_000 }])).toEqual([`evalsha ${shaOf('gcra')}`]);
-    expect(await sent(server, [{ algorithm: 'token-bucket', limit: 5, windowMs: 60_000 }])).toEqual([`evalsha ${shaOf('token-bucket')}`]);
+    expect(await sent(server, [{ algorithm: 'sliding-window', limit: 5, windowMs: 60_000 }])).toEqual([`evalsha ${shaOf('consume:sliding-window')}`]);
+    expect(await sent(server, [{ algorithm: 'sliding-window', limit: 5, windowMs: 60_000, segments: 2 }])).toEqual([`evalsha ${shaOf('sliding-window')}`]);
+    expect(await sent(server, [{ algorithm: 'token-bucket', limit: 5, windowMs: 60_000 }])).toEqual([`evalsha ${shaOf('consume:bucket')}`]);
+    expect(await sent(server, [{ algorithm: 'leaky-bucket', limit: 5, windowMs: 60_000, mode: 'shape' }])).toEqual([`evalsha ${shaOf('consume:bucket')}`]);
+    expect(await sent(client, [{ algorithm: 'token-bucket', limit: 5, windowMs: 60_000 }])).toEqual([`evalsha ${shaOf('token-bucket')}`]);
+    expect(await sent(server, [{ algorithm: 'sliding-log', limit: 5, windowMs: 60_000 }])).toEqual([`evalsha ${shaOf('sliding-log')}`]);
     const two = [
       { name: 'a', algorithm: 'gcra', limit: 5, windowMs: 60_000 },
       { name: 'b', algorithm: 'gcra', limit: 50, windowMs: 600_000 },
@@ -116,24 +122,26 @@ describe('RedisStore flat consume scripts (one rule, server clock)', () => {
 
   /**
    * Rules whose decisions cannot change within the few ms a trace takes, but
-   * for the ms counts themselves: fixed windows of hours (a trace that runs
-   * near the end of one is discarded), and gcra emission intervals of 10 min or more, not always
-   * whole ms (a TAT with a fraction).
+   * for the ms counts themselves: windows of hours (a trace that runs near the
+   * end of one is discarded), and bucket emission intervals of 10 min or more,
+   * not always whole ms (a gcra TAT with a fraction).
    */
-  const slowRule = (algorithm: 'fixed-window' | 'gcra') =>
+  const slowRule = (algorithm: FlatAlgorithm) =>
     fc
       .record({
         limit: fc.integer({ min: 1, max: 6 }),
         hours: fc.integer({ min: 1, max: 10 }),
         extraMs: fc.integer({ min: 0, max: 5 }),
         burst: fc.integer({ min: 1, max: 8 }),
+        mode: fc.constantFrom('police', 'shape'),
       })
-      .map(({ limit, hours, extraMs, burst }) => {
+      .map(({ limit, hours, extraMs, burst, mode }) => {
         const windowMs = hours * 3_600_000 + extraMs;
-        return algorithm === 'gcra' ? { algorithm, limit, windowMs, burst } : { algorithm, limit, windowMs };
+        if (algorithm === 'fixed-window' || algorithm === 'sliding-window') return { algorithm, limit, windowMs };
+        return algorithm === 'leaky-bucket' ? { algorithm, limit, windowMs, burst, mode } : { algorithm, limit, windowMs, burst };
       });
 
-  it.each(flatScripts)(
+  it.each(flatAlgorithms)(
     '%s: decides like the reference, taking turns with the general script on one state',
     async (algorithm) => {
       await fc.assert(
@@ -145,8 +153,9 @@ describe('RedisStore flat consume scripts (one rule, server clock)', () => {
           }),
           async (options, steps) => {
             const start = Date.now();
-            // A trace that starts in the last minute of a fixed window is discarded: the window must not end while it runs.
-            fc.pre(options.algorithm !== 'fixed-window' || options.windowMs - (start % options.windowMs) > 60_000);
+            const windowAlgorithm = algorithm === 'fixed-window' || algorithm === 'sliding-window';
+            // A trace that starts in the last minute of a window is discarded: the window must not end while it runs.
+            fc.pre(!windowAlgorithm || options.windowMs - (start % options.windowMs) > 60_000);
             const store = new RedisStore({ client: redis });
             const rule = compileRule(options, 'rule', 'default');
             const ruleSet = { prefix: fresh(`turns-${algorithm}`), rules: [rule] };
@@ -161,10 +170,11 @@ describe('RedisStore flat consume scripts (one rule, server clock)', () => {
             let drift = 0;
             const expectNear = (got: RuleDecision[], want: RuleDecision[]) => {
               const slack = drift;
-              const exact = (d: RuleDecision | undefined) => ({ ...d, resetMs: 0, retryAfterMs: Number.isFinite(d?.retryAfterMs) });
+              const exact = (d: RuleDecision | undefined) => ({ ...d, resetMs: 0, delayMs: 0, retryAfterMs: Number.isFinite(d?.retryAfterMs) });
               expect(got.map(exact)).toEqual(want.map(exact));
               const [g, w] = [got[0] as RuleDecision, want[0] as RuleDecision];
               expect(Math.abs(g.resetMs - w.resetMs)).toBeLessThanOrEqual(slack);
+              expect(Math.abs(g.delayMs - w.delayMs)).toBeLessThanOrEqual(slack);
               if (Number.isFinite(g.retryAfterMs)) expect(Math.abs(g.retryAfterMs - w.retryAfterMs)).toBeLessThanOrEqual(slack);
             };
             for (const { op, cost } of steps) {
@@ -197,9 +207,13 @@ describe('RedisStore flat consume scripts (one rule, server clock)', () => {
   );
 
   it.each([
-    ['fixed-window', { algorithm: 'fixed-window', limit: 3, windowMs: 300 }],
-    ['gcra', { algorithm: 'gcra', limit: 3, windowMs: 300 }],
-  ] as const)('%s: admits again once the time it answered has passed', async (_name, options) => {
+    // The longest wait: a window, or two for a sliding window (its previous window still weighs in).
+    ['fixed-window', { algorithm: 'fixed-window', limit: 3, windowMs: 300 }, 300],
+    ['gcra', { algorithm: 'gcra', limit: 3, windowMs: 300 }, 300],
+    ['sliding-window', { algorithm: 'sliding-window', limit: 3, windowMs: 300 }, 600],
+    ['token-bucket', { algorithm: 'token-bucket', limit: 3, windowMs: 300 }, 300],
+    ['leaky-bucket', { algorithm: 'leaky-bucket', limit: 3, windowMs: 300 }, 300],
+  ] as const)('%s: admits again once the time it answered has passed', async (_name, options, longest) => {
     const store = new RedisStore({ client: redis });
     const ruleSet = { prefix: fresh('again'), rules: [compileRule(options, 'rule', 'default')] };
     const remaining: number[] = [];
@@ -208,16 +222,152 @@ describe('RedisStore flat consume scripts (one rule, server clock)', () => {
       if (decision?.allowed) remaining.push(decision.remaining);
     }
     const [denied] = await store.consume('k', ruleSet, 1, 0);
-    // A 300 ms fixed window can end between two calls: then a call was admitted in the next one.
+    // A 300 ms window can end between two calls (and a bucket can refill): then a call was admitted in the next one.
     if (remaining.length === 3 && !denied?.allowed) {
       expect(remaining).toEqual([2, 1, 0]);
       expect(denied?.retryAfterMs).toBeGreaterThan(0);
-      expect(denied?.retryAfterMs).toBeLessThanOrEqual(300);
+      expect(denied?.retryAfterMs).toBeLessThanOrEqual(longest);
       await new Promise((resolve) => setTimeout(resolve, (denied?.retryAfterMs ?? 0) + 5));
     }
     const [again] = await store.consume('k', ruleSet, 1, 0);
     expect(again?.allowed).toBe(true);
   });
+
+  /** A value and an absolute expiry, as of `now`, that a key of `rule` may hold when a call comes. */
+  type Seed = (now: number) => { value: string; expiresAt: number };
+
+  /**
+   * States a flat script may meet: those its algorithm writes, at any age, and
+   * those left by the same rule with other numbers (a changed windowMs or
+   * limit), or by a sliding window of more segments.
+   */
+  function seedOf(algorithm: FlatAlgorithm, rule: CompiledRule): fc.Arbitrary<Seed | null> {
+    const horizon = ruleHorizon(rule);
+    const expiresIn = fc.integer({ min: 0, max: 2 * horizon + 5 });
+    let seed: fc.Arbitrary<Seed>;
+    switch (algorithm) {
+      case 'fixed-window': {
+        const W = rule.windowMs;
+        // The expiry tells the window: that of now's window, or of any other (another windowMs, an earlier or later window).
+        const expiry = fc.oneof(fc.constant(null), expiresIn);
+        seed = fc.tuple(fc.integer({ min: 0, max: rule.limit + 3 }), expiry).map(([count, ms]) => (now) => ({
+          value: String(count),
+          expiresAt: ms === null ? now - (now % W) + W - 1 : now + ms,
+        }));
+        break;
+      }
+      case 'gcra': {
+        const fraction = fc
+          .integer({ min: 1, max: 12 })
+          .chain((perMs) => fc.tuple(fc.integer({ min: 1, max: Math.max(1, perMs - 1) }), fc.constant(perMs)))
+          .map(([f, perMs]) => `${f}:${perMs}`);
+        const value = fc.oneof(
+          fc.constant('0'),
+          fraction,
+          fc.integer({ min: 1, max: Math.max(1, rule.unitsPerMs - 1) }).map((f) => `${f}:${rule.unitsPerMs}`),
+        );
+        seed = fc.tuple(value, expiresIn).map(([v, ms]) => (now) => ({ value: v, expiresAt: now + ms }));
+        break;
+      }
+      case 'sliding-window': {
+        const G = rule.segmentMs;
+        const counts = fc.array(fc.integer({ min: 0, max: rule.limit + 2 }), { minLength: 2, maxLength: 4 });
+        seed = fc.tuple(fc.constantFrom(G, G, G, 2 * G, G + 1), fc.integer({ min: -3, max: 1 }), counts, expiresIn).map(([stored, age, c, ms]) => (now) => ({
+          value: [stored, Math.floor(now / G) + age, ...c].join(':'),
+          expiresAt: now + ms,
+        }));
+        break;
+      }
+      default: {
+        const room = rule.burst * rule.unitsPerToken;
+        seed = fc
+          .tuple(
+            fc.integer({ min: 0, max: 2 * room }),
+            fc.integer({ min: -2 * horizon - 5, max: 20 }),
+            fc.constantFrom(rule.unitsPerToken, rule.unitsPerToken, rule.unitsPerToken + 1, 1, 7),
+            expiresIn,
+          )
+          .map(([x, age, unit, ms]) => (now) => ({ value: `${x}:${now + age}:${unit}`, expiresAt: now + ms }));
+      }
+    }
+    return fc.option(seed, { freq: 5 });
+  }
+
+  /** Rules of every size the arbitraries make (down to many tokens per ms), of one segment for sliding-window. */
+  const twinRule = (algorithm: FlatAlgorithm) =>
+    ruleOptions(algorithm).map((options) => compileRule(algorithm === 'sliding-window' ? { ...options, segments: 1 } : options, 'rule', 'default'));
+
+  /**
+   * One state written to two keys; then, in one MULTI, the flat script
+   * consumes on one and the general script on the other. Where Redis TIME
+   * reads the same ms before and after, both decided at that ms, so their
+   * decisions, the values they leave and the keys' expiries must be identical.
+   */
+  it.each(flatAlgorithms)(
+    '%s: decides, stores and expires exactly as the general script, from any state it may meet',
+    async (algorithm) => {
+      for (const script of Object.values(SCRIPTS)) await redis.script('LOAD', script.source);
+      let compared = 0;
+      await fc.assert(
+        fc.asyncProperty(
+          twinRule(algorithm).chain((rule) =>
+            fc.record({ rule: fc.constant(rule), cost: fc.integer({ min: 1, max: rule.capacity + 2 }), seed: seedOf(algorithm, rule) }),
+          ),
+          async ({ rule, cost, seed }) => {
+            const flat = flatConsume(rule) as FlatConsume;
+            expect(flat.script.sha1).toBe(SCRIPTS[algorithm.endsWith('-bucket') ? 'consume:bucket' : (`consume:${algorithm}` as keyof typeof SCRIPTS)].sha1);
+            const prefix = fresh(`twin-${algorithm}`);
+            const [flatKey, generalKey] = [`${prefix}flat`, `${prefix}general`];
+            if (seed !== null) {
+              const { value, expiresAt } = seed(Date.now());
+              for (const key of [flatKey, generalKey]) await redis.set(key, value, 'PXAT', expiresAt);
+            }
+            const results = (await redis
+              .multi()
+              .time()
+              .evalsha(flat.script.sha1, 1, flatKey, String(cost), ...flat.args)
+              .evalsha(SCRIPTS[algorithm].sha1, 1, generalKey, 'consume', '', String(cost), ...ruleArguments(rule))
+              .get(flatKey)
+              .get(generalKey)
+              .pexpiretime(flatKey)
+              .pexpiretime(generalKey)
+              .time()
+              .exec()) as [Error | null, unknown][];
+            const [before, flatReply, generalReply, flatValue, generalValue, flatExpiry, generalExpiry, after] = results.map(([error, value]) => {
+              if (error) throw error;
+              return value;
+            });
+            const ms = (time: unknown) => Number((time as string[])[0]) * 1000 + Math.floor(Number((time as string[])[1]) / 1000);
+            if (ms(before) !== ms(after)) return; // the ms changed between the scripts: not comparable
+            compared++;
+            const general = generalReply as number[];
+            expect(general[5]).toBe(ms(before));
+            const got = createVerdict();
+            flat.verdict(flatReply, rule, cost, got);
+            expect({
+              allowed: got.allowed,
+              remaining: got.remaining,
+              resetMs: got.resetMs,
+              retryAfterMs: got.retryAfterMs,
+              delayMs: got.allowed ? got.delayMs : 0,
+            }).toEqual({
+              allowed: general[0] === 1,
+              remaining: general[1],
+              resetMs: general[2],
+              retryAfterMs: (general[3] as number) < 0 ? Number.POSITIVE_INFINITY : general[3],
+              delayMs: general[4],
+            });
+            expect(flatValue).toBe(generalValue);
+            expect(flatExpiry).toBe(generalExpiry);
+          },
+        ),
+        { numRuns: 400 },
+      );
+      // Most MULTIs run within one ms: the comparison must not have been skipped.
+      expect(compared).toBeGreaterThan(200);
+    },
+    120_000,
+  );
 
   it('gcra: counts calls that come within one ms (a rule of many tokens per ms keeps sub-ms state)', async () => {
     // 10 tokens per ms, room for 50: 300 calls queued in one MULTI, as many on the general script's twin key.
@@ -249,7 +399,7 @@ describe('RedisStore flat consume scripts (one rule, server clock)', () => {
     if (most < calls) expect(admittedFlat).toBeLessThan(calls); // the assertion that bites: sub-ms state was kept
   });
 
-  it.each(flatScripts)('%s: reads integer replies a client hands over as strings (ioredis stringNumbers)', async (algorithm) => {
+  it.each(flatAlgorithms)('%s: reads integer replies a client hands over as strings (ioredis stringNumbers)', async (algorithm) => {
     const strings = redis.duplicate({ stringNumbers: true });
     try {
       const store = new RedisStore({ client: strings });
@@ -262,7 +412,7 @@ describe('RedisStore flat consume scripts (one rule, server clock)', () => {
     }
   });
 
-  it.each(flatScripts)('%s: a key of another type, or a foreign value, reads as no state', async (algorithm) => {
+  it.each(flatAlgorithms)('%s: a key of another type, or a foreign value, reads as no state', async (algorithm) => {
     const store = new RedisStore({ client: redis });
     const ruleSet = { prefix: fresh('foreign'), rules: [compileRule({ algorithm, limit: 5, windowMs: 3_600_000 }, 'rule', 'default')] };
     const [key] = store.keysOf('k', ruleSet) as [string];
@@ -569,7 +719,7 @@ describe('RedisStore with the server clock', () => {
 describe('RedisStore under concurrency', () => {
   const worker = fileURLToPath(new URL('../test-support/consume-worker.ts', import.meta.url));
 
-  it.each(['fixed-window', 'sliding-log', 'token-bucket', 'gcra'] as const)(
+  it.each(['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'leaky-bucket', 'gcra'] as const)(
     '%s: 4 processes x 3000 calls, 32 in flight each, admit exactly the limit of 1000',
     async (algorithm) => {
       const prefix = fresh(`race-${algorithm}`);

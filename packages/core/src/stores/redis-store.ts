@@ -1,5 +1,6 @@
 import { countInWindow } from '../algorithms/fixed-window.js';
 import { decideLevel } from '../algorithms/meter.js';
+import { slidingWindow } from '../algorithms/sliding-window.js';
 import { createVerdict, type Verdict } from '../algorithms/types.js';
 import { describe, ErrorCodes, FloodgateError } from '../errors.js';
 import type { CompiledRule } from '../rules.js';
@@ -64,7 +65,7 @@ export function ruleHorizon(rule: CompiledRule): number {
 }
 
 /** A rule's arguments to the script: the fields its algorithm's `rule` function in lua/<algorithm>.lua reads. */
-function ruleArguments(rule: CompiledRule): string[] {
+export function ruleArguments(rule: CompiledRule): string[] {
   switch (rule.algorithm) {
     case 'fixed-window':
     case 'sliding-log':
@@ -102,7 +103,7 @@ interface Prepared {
  * algorithm: fewer arguments, a reply of one or two numbers, and the rest of
  * the decision worked out here by the algorithm's own TypeScript.
  */
-interface FlatConsume {
+export interface FlatConsume {
   script: LuaScript;
   /** The script arguments after the cost. */
   args: string[];
@@ -111,12 +112,13 @@ interface FlatConsume {
 }
 
 /**
- * The count in consume/fixed-window.lua's reply count * (windowMs + 1) + ms
- * (ms <= windowMs, the whole below 2^53): for integers that size the rounded
- * quotient never reaches the next integer, so floor() is exact.
+ * The count in a flat script's reply count * (max + 1) + ms (ms <= max, the
+ * whole below 2^53; max is windowMs for fixed-window and 2 * windowMs for
+ * sliding-window): for integers that size the rounded quotient never reaches
+ * the next integer, so floor() is exact.
  */
-export function unpackCount(packed: number, windowMs: number): number {
-  return Math.floor(packed / (windowMs + 1));
+export function unpackCount(packed: number, max: number): number {
+  return Math.floor(packed / (max + 1));
 }
 
 /** An integer reply as a number: clients may hand it over as a string (ioredis `stringNumbers`) or a bigint. */
@@ -126,8 +128,25 @@ function integerReply(reply: unknown): number {
   return value;
 }
 
-/** The algorithms with a flat consume script: its script, a rule's arguments to it, and its reply read. */
-const flatConsumes: Partial<Record<CompiledRule['algorithm'], Omit<FlatConsume, 'args'> & { args(rule: CompiledRule): string[] }>> = {
+/** gcra, token-bucket and leaky-bucket reply with the level before the call: the meter decides the rest. */
+function levelVerdict(reply: unknown, rule: CompiledRule, cost: number, out: Verdict): void {
+  decideLevel(rule, integerReply(reply), cost, out);
+}
+
+/** A rule's arguments to consume/gcra.lua and consume/bucket.lua, after the cost. */
+const meterArgs = (rule: CompiledRule): string[] => [String(rule.burst * rule.unitsPerToken), String(rule.unitsPerToken), String(rule.unitsPerMs)];
+
+/** Scratch for reading consume/sliding-window.lua's denials: a state vector, and the next state decide() writes. */
+const slidingState = [0, 0, 0, 0];
+const slidingNext = [0, 0, 0, 0];
+
+/**
+ * The algorithms with a flat consume script: its script, whether it takes a
+ * rule (else the general script does), a rule's arguments to it, and its reply read.
+ */
+const flatConsumes: Partial<
+  Record<CompiledRule['algorithm'], Omit<FlatConsume, 'args'> & { takes?(rule: CompiledRule): boolean; args(rule: CompiledRule): string[] }>
+> = {
   'fixed-window': {
     script: SCRIPTS['consume:fixed-window'],
     args: (rule) => [String(rule.limit), String(rule.windowMs)],
@@ -146,14 +165,43 @@ const flatConsumes: Partial<Record<CompiledRule['algorithm'], Omit<FlatConsume, 
       countInWindow(rule, count, msToEnd, cost, out);
     },
   },
-  gcra: {
-    script: SCRIPTS['consume:gcra'],
-    args: (rule) => [String(rule.burst * rule.unitsPerToken), String(rule.unitsPerToken), String(rule.unitsPerMs)],
+  'sliding-window': {
+    script: SCRIPTS['consume:sliding-window'],
+    takes: (rule) => rule.segments === 1,
+    args: (rule) => [String(rule.limit), String(rule.windowMs)],
     verdict(reply, rule, cost, out) {
-      decideLevel(rule, integerReply(reply), cost, out);
+      if (Array.isArray(reply)) {
+        // Denied: decide from the counts as seen from the current window, `phase` ms into it.
+        if (reply.length !== 3) throw badReply(reply);
+        slidingState[0] = rule.segmentMs;
+        slidingState[1] = 0;
+        slidingState[2] = integerReply(reply[0]);
+        slidingState[3] = integerReply(reply[1]);
+        slidingWindow.decide(rule, slidingState, 0, integerReply(reply[2]), cost, out, slidingNext);
+        if (out.allowed) throw badReply(reply); // the script recorded nothing
+        return;
+      }
+      // Admitted: remaining * (2 * windowMs + 1) + resetMs.
+      const packed = integerReply(reply);
+      const remaining = unpackCount(packed, 2 * rule.windowMs);
+      out.allowed = true;
+      out.retryAfterMs = 0;
+      out.delayMs = 0;
+      out.remaining = remaining;
+      out.resetMs = packed - remaining * (2 * rule.windowMs + 1);
     },
   },
+  gcra: { script: SCRIPTS['consume:gcra'], args: meterArgs, verdict: levelVerdict },
+  'token-bucket': { script: SCRIPTS['consume:bucket'], args: (rule) => [...meterArgs(rule), 'tokens'], verdict: levelVerdict },
+  'leaky-bucket': { script: SCRIPTS['consume:bucket'], args: (rule) => [...meterArgs(rule), 'level'], verdict: levelVerdict },
 };
+
+/** How a consume of `rule` alone, under the server clock, runs flat; undefined when its algorithm (or its segments) has no flat script. */
+export function flatConsume(rule: CompiledRule): FlatConsume | undefined {
+  const flat = flatConsumes[rule.algorithm];
+  if (flat === undefined || (flat.takes !== undefined && !flat.takes(rule))) return undefined;
+  return { script: flat.script, args: flat.args(rule), verdict: flat.verdict };
+}
 
 const isNoScript = (error: unknown) => error instanceof Error && /^NOSCRIPT/.test(error.message);
 
@@ -300,9 +348,8 @@ export class RedisStore implements Store {
       const rules = ruleSet.rules;
       const algorithm = (rules[0] as CompiledRule).algorithm;
       const single = rules.every((rule) => rule.algorithm === algorithm);
-      const flat = rules.length === 1 && this.serverClock ? flatConsumes[algorithm] : undefined;
       prepared = {
-        flat: flat && { script: flat.script, args: flat.args(rules[0] as CompiledRule), verdict: flat.verdict },
+        flat: rules.length === 1 && this.serverClock ? flatConsume(rules[0] as CompiledRule) : undefined,
         script: single ? SCRIPTS[algorithm] : SCRIPTS.all,
         suffixes: rules.map((rule) => `}:${rule.name}`),
         // The script for every algorithm reads each rule's algorithm first.
