@@ -79,7 +79,10 @@ export async function createRedisContender(id: RedisContenderId, redis: Redis, {
     }
     default: {
       const algorithm = id.slice('floodgate-'.length) as RateAlgorithm;
-      const limiter = createLimiter({ algorithm, limit, windowMs, store: new RedisStore({ client: redis }) });
+      // A sliding window weighs counts by ms: its size bound (4 × limit × windowMs ≤ 2^50) caps an hour's limit
+      // at 7.8 × 10^7, still far above what a throughput run sends one key.
+      const ruleLimit = algorithm === 'sliding-window' ? Math.min(limit, Math.floor(2 ** 50 / (4 * windowMs))) : limit;
+      const limiter = createLimiter({ algorithm, limit: ruleLimit, windowMs, store: new RedisStore({ client: redis }) });
       return {
         call: (key) => limiter.consume(key),
         admits: (decision) => (decision as Decision).allowed,

@@ -23,6 +23,7 @@ export const redisThroughputContenders: readonly RedisContenderId[] = [
   'rate-limiter-flexible',
   'floodgate-fixed-window',
   'floodgate-gcra',
+  'floodgate-sliding-window', // the default algorithm, which the HTTP rows run
 ];
 
 export interface Failures {

@@ -100,7 +100,7 @@ interface Prepared {
 
 /**
  * A consume of one rule under the server clock by the flat script of its
- * algorithm: fewer arguments, a reply of one or two numbers, and the rest of
+ * algorithm: fewer arguments, a reply of one to three numbers, and the rest of
  * the decision worked out here by the algorithm's own TypeScript.
  */
 export interface FlatConsume {
