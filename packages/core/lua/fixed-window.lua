@@ -12,8 +12,10 @@ algorithms['fixed-window'] = {
   read = function(key, rule, ctx)
     local raw = get_string(key)
     if not raw then return nil end
-    if not ctx.server then return split(raw) end
-    return { redis.call('PEXPIRETIME', key) + 1 - rule.window, tonumber(raw) }
+    if not ctx.server then return split(raw, 2) end
+    local count = tonumber(raw)
+    if not count then return nil end
+    return { redis.call('PEXPIRETIME', key) + 1 - rule.window, count }
   end,
 
   write = function(key, rule, next_state, ttl, ctx, state)

@@ -31,13 +31,14 @@ algorithms['gcra'] = {
     local raw = get_string(key)
     if not raw then return nil end
     if not ctx.server then
-      local state = split(raw)
-      if #state == 1 then return { state[1], 0, rule.per_ms } end
-      return state
+      local tat = split(raw, 1)
+      if tat then return { tat[1], 0, rule.per_ms } end
+      return split(raw, 3)
     end
     local last = redis.call('PEXPIRETIME', key)
     if raw == '0' then return { last + 1, 0, rule.per_ms } end
-    local parts = split(raw)
+    local parts = split(raw, 2)
+    if not parts then return nil end
     return { last, parts[1], parts[2] }
   end,
 

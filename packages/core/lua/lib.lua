@@ -18,10 +18,18 @@ local function ceil_div(a, b) return math.ceil(a / b) end
 local function floor_div(a, b) return math.floor(a / b) end
 local function fmt(x) return string.format('%d', x) end
 
--- A state string "1:2:3" as a table of numbers.
-local function split(raw)
+-- A state string "1:2:3" of exactly n numbers as a table, or nil: a value of
+-- another shape was left by another algorithm (or number of segments) under
+-- the rule's name, and reads as no state, as the memory store keeps none
+-- across such a change.
+local function split(raw, n)
   local state = {}
-  for part in string.gmatch(raw, '[^:]+') do state[#state + 1] = tonumber(part) end
+  for part in string.gmatch(raw, '[^:]+') do
+    local number = tonumber(part)
+    if not number then return nil end
+    state[#state + 1] = number
+  end
+  if #state ~= n then return nil end
   return state
 end
 
@@ -71,9 +79,9 @@ local function read_zset(key)
   return nil
 end
 
--- State stored as "n1:n2:...": read as a table of numbers, or nil.
-local function read_vector(key)
+-- State stored as "n1:n2:...", rule.size numbers: read as a table of numbers, or nil.
+local function read_vector(key, rule)
   local raw = get_string(key)
-  if raw then return split(raw) end
+  if raw then return split(raw, rule.size) end
   return nil
 end

@@ -10,7 +10,7 @@ local function meter_rule(argv, at)
   local unit = tonumber(argv[at + 1])
   local per_ms = tonumber(argv[at + 2])
   -- The state matters until a full bucket has drained: ruleHorizon() in src/stores/redis-store.ts.
-  return { burst = burst, unit = unit, per_ms = per_ms, shape = argv[at + 3] == 'shape', horizon = ceil_div(burst * unit, per_ms) }
+  return { burst = burst, unit = unit, per_ms = per_ms, shape = argv[at + 3] == 'shape', horizon = ceil_div(burst * unit, per_ms), size = 3 }
 end
 
 -- Bucket state is {level or tokens, updatedAt, unitsPerToken}, stored as "n:n:n".
@@ -24,9 +24,10 @@ local function meter_drain(level, elapsed, per_ms)
   return level - elapsed * per_ms
 end
 
-local function meter_rescale_level(level, stored_unit, unit)
-  if stored_unit == unit then return level end
-  return ceil_div(level * unit, stored_unit)
+-- At most a full bucket, as in src/algorithms/meter.ts.
+local function meter_rescale_level(level, stored_unit, unit, room)
+  if stored_unit ~= unit then level = ceil_div(level * unit, stored_unit) end
+  return math.min(level, room)
 end
 
 local function meter_decide(rule, level, cost, out)

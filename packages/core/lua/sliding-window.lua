@@ -52,7 +52,7 @@ local sliding_window = {
     local window = tonumber(argv[at + 1])
     local segments = tonumber(argv[at + 2])
     local seg_ms = window / segments
-    return { limit = tonumber(argv[at]), window = window, segments = segments, seg_ms = seg_ms, horizon = window + seg_ms }
+    return { limit = tonumber(argv[at]), window = window, segments = segments, seg_ms = seg_ms, horizon = window + seg_ms, size = segments + 3 }
   end,
   read = read_vector,
   write = function(key, rule, next_state, ttl, ctx) set_state(key, join(next_state, rule.segments + 3), rule, ctx, ttl) end,

@@ -185,6 +185,17 @@ describe('createLimiter on the memory store', () => {
     expect((await limiter.peek('k')).remaining).toBe(3);
   });
 
+  it('carries at most a full bucket of debt over to a much slower leaky bucket', async () => {
+    const clock = manualClock(0);
+    const limiter = createLimiter({ algorithm: 'leaky-bucket', limit: 100_000_000, windowMs: 100_000_000, now: clock.now });
+    expect((await limiter.consume('k', { cost: 100_000_000 })).allowed).toBe(true); // full
+    // 10^8 tokens are 10^16 units of the new rule: a debt of 3 years, and past what doubles keep exact.
+    limiter.updateRules({ algorithm: 'leaky-bucket', limit: 1, windowMs: 100_000_000 });
+    expect(await limiter.peek('k')).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 100_000_000, resetMs: 100_000_000 });
+    clock.advance(100_000_000);
+    expect((await limiter.consume('k')).allowed).toBe(true);
+  });
+
   it('emits allowed and limited events with the decision and the store latency', async () => {
     const limiter = createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000, now: manualClock().now });
     const events: string[] = [];

@@ -38,9 +38,10 @@ if type(raw) == 'string' then
       if stored_unit ~= unit then stored = math.floor(stored * unit / stored_unit) end
       if stored > room then stored = room end
       level = room - stored
-    elseif stored_unit ~= unit then
-      level = math.ceil(stored * unit / stored_unit)
     else
+      -- The level in today's units, rounded up, and at most a full bucket.
+      if stored_unit ~= unit then stored = math.ceil(stored * unit / stored_unit) end
+      if stored > room then stored = room end
       level = stored
     end
     if updated > at then at = updated end -- the clock went back: count from the later time

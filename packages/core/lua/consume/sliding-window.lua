@@ -32,8 +32,8 @@ local current = 0
 -- A key of another type (the rule's algorithm changed) or value reads as no state.
 local raw = redis.pcall('GET', key)
 if type(raw) == 'string' then
-  -- The first four fields, as the general script reads a state of more segments.
-  local stored_window, newest, older, newer = string.match(raw, '^(%d+):(%d+):(%d+):(%d+)')
+  -- A value of another shape (another algorithm's, or more segments') reads as no state, as in ../lib.lua.
+  local stored_window, newest, older, newer = string.match(raw, '^(%d+):(%d+):(%d+):(%d+)$')
   if stored_window and tonumber(stored_window) == window then
     newest = tonumber(newest)
     if newest > segment then

@@ -23,7 +23,8 @@ export const leakyBucket: VectorAlgorithm = {
     if (state !== null) {
       const stored = state[base + 1] as number;
       if (stored > at) at = stored; // the clock went back: count from the later time
-      level = drain(rescaleLevel(state[base] as number, state[base + 2] as number, rule.unitsPerToken), at - stored, rule.unitsPerMs);
+      const room = rule.burst * rule.unitsPerToken;
+      level = drain(rescaleLevel(state[base] as number, state[base + 2] as number, rule.unitsPerToken, room), at - stored, rule.unitsPerMs);
     }
     const after = decideLevel(rule, level, cost, out);
     if (out.allowed) {
@@ -38,7 +39,7 @@ export const leakyBucket: VectorAlgorithm = {
     const at = Math.max(stored, now);
     const level = refundLevel(
       rule,
-      drain(rescaleLevel(state[base] as number, state[base + 2] as number, rule.unitsPerToken), at - stored, rule.unitsPerMs),
+      drain(rescaleLevel(state[base] as number, state[base + 2] as number, rule.unitsPerToken, rule.burst * rule.unitsPerToken), at - stored, rule.unitsPerMs),
       cost,
     );
     if (level === 0) return 0;

@@ -217,18 +217,22 @@ describe('RedisStore flat consume scripts (one rule, server clock)', () => {
     const store = new RedisStore({ client: redis });
     const ruleSet = { prefix: fresh('again'), rules: [compileRule(options, 'rule', 'default')] };
     const remaining: number[] = [];
-    for (let i = 0; i < 3; i++) {
-      const [decision] = await store.consume('k', ruleSet, 1, 0);
-      if (decision?.allowed) remaining.push(decision.remaining);
+    const started = Date.now();
+    let denied: RuleDecision | undefined;
+    // Calls until one is denied: a 300 ms window can end, and a bucket refills a token each 100 ms, while they run.
+    for (let i = 0; i < 20 && denied === undefined; i++) {
+      const [decision] = (await store.consume('k', ruleSet, 1, 0)) as [RuleDecision];
+      if (decision.allowed) remaining.push(decision.remaining);
+      else denied = decision;
     }
-    const [denied] = await store.consume('k', ruleSet, 1, 0);
-    // A 300 ms window can end between two calls (and a bucket can refill): then a call was admitted in the next one.
-    if (remaining.length === 3 && !denied?.allowed) {
-      expect(remaining).toEqual([2, 1, 0]);
-      expect(denied?.retryAfterMs).toBeGreaterThan(0);
-      expect(denied?.retryAfterMs).toBeLessThanOrEqual(longest);
-      await new Promise((resolve) => setTimeout(resolve, (denied?.retryAfterMs ?? 0) + 5));
-    }
+    if (denied === undefined) return expect.fail('20 calls in a row admitted by a rule of 3 per 300 ms');
+    // Calls within one 300 ms window (by this machine's clock, which Redis TIME reads too) and one bucket's 100 ms
+    // saw nothing end or refill: exactly three were admitted.
+    const ended = Date.now();
+    if (ended - started < 100 && started % 300 < ended % 300) expect(remaining).toEqual([2, 1, 0]);
+    expect(denied.retryAfterMs).toBeGreaterThan(0);
+    expect(denied.retryAfterMs).toBeLessThanOrEqual(longest);
+    await new Promise((resolve) => setTimeout(resolve, denied.retryAfterMs + 5));
     const [again] = await store.consume('k', ruleSet, 1, 0);
     expect(again?.allowed).toBe(true);
   });
@@ -239,9 +243,10 @@ describe('RedisStore flat consume scripts (one rule, server clock)', () => {
   /**
    * States a flat script may meet: those its algorithm writes, at any age, and
    * those left by the same rule with other numbers (a changed windowMs or
-   * limit), or by a sliding window of more segments.
+   * limit), by a sliding window of more segments, or by another algorithm
+   * under the rule's name (which read as no state, as in the memory store).
    */
-  function seedOf(algorithm: FlatAlgorithm, rule: CompiledRule): fc.Arbitrary<Seed | null> {
+  function seedOf(algorithm: FlatAlgorithm, rule: CompiledRule, others = true): fc.Arbitrary<Seed | null> {
     const horizon = ruleHorizon(rule);
     const expiresIn = fc.integer({ min: 0, max: 2 * horizon + 5 });
     let seed: fc.Arbitrary<Seed>;
@@ -289,6 +294,13 @@ describe('RedisStore flat consume scripts (one rule, server clock)', () => {
           )
           .map(([x, age, unit, ms]) => (now) => ({ value: `${x}:${now + age}:${unit}`, expiresAt: now + ms }));
       }
+    }
+    if (others) {
+      const other = fc
+        .constantFrom(...flatAlgorithms.filter((a) => a !== algorithm))
+        .chain((a) => seedOf(a, compileRule({ algorithm: a, limit: rule.limit, windowMs: rule.windowMs }, 'rule', 'default'), false))
+        .filter((seeded): seeded is Seed => seeded !== null);
+      seed = fc.oneof({ arbitrary: seed, weight: 4 }, { arbitrary: other, weight: 1 });
     }
     return fc.option(seed, { freq: 5 });
   }
@@ -412,14 +424,22 @@ describe('RedisStore flat consume scripts (one rule, server clock)', () => {
     }
   });
 
-  it.each(flatAlgorithms)('%s: a key of another type, or a foreign value, reads as no state', async (algorithm) => {
+  it.each(flatAlgorithms)('%s: a key of another type, or a foreign value, reads as no state in either script', async (algorithm) => {
     const store = new RedisStore({ client: redis });
     const ruleSet = { prefix: fresh('foreign'), rules: [compileRule({ algorithm, limit: 5, windowMs: 3_600_000 }, 'rule', 'default')] };
     const [key] = store.keysOf('k', ruleSet) as [string];
-    await redis.zadd(key, 1, 'member');
-    expect((await store.consume('k', ruleSet, 2, 0))[0]).toMatchObject({ allowed: true, remaining: 3 });
-    await redis.set(key, 'not-a-state', 'PX', 3_600_000);
-    expect((await store.consume('k', ruleSet, 2, 0))[0]).toMatchObject({ allowed: true, remaining: 3 });
+    // As many numbers as the algorithm's state holds, and one field that is not a number.
+    const fields = { 'fixed-window': 1, gcra: 2, 'sliding-window': 4, 'token-bucket': 3, 'leaky-bucket': 3 }[algorithm];
+    const values = ['not-a-state', `${Array(fields).fill('7').join(':')}:x`, `x:${Array(fields).fill('7').join(':')}`];
+    for (const value of [null, ...values]) {
+      for (const path of ['flat', 'general'] as const) {
+        await redis.del(key);
+        if (value === null) await redis.zadd(key, 1, 'member');
+        else await redis.set(key, value, 'PX', 3_600_000);
+        const [decision] = path === 'flat' ? await store.consume('k', ruleSet, 2, 0) : (await store.evaluate('consume', 'k', ruleSet, 2, 0)).decisions;
+        expect(decision, `${path} on ${value ?? 'a sorted set'}`).toMatchObject({ allowed: true, remaining: 3 });
+      }
+    }
   });
 
   it('fixed-window: reads back every count and ms the script packs into one integer', () => {
@@ -476,6 +496,45 @@ describe('RedisStore flat consume scripts (one rule, server clock)', () => {
       return;
     }
     expect.fail('no attempt was sent and answered within one ms');
+  });
+
+  it('leaky-bucket: a level carried over to a much slower rule is at most a full bucket, in both scripts', async () => {
+    const store = new RedisStore({ client: redis });
+    const prefix = fresh('slower');
+    // A full bucket of 10^8 tokens, then a rule of 1 token per 10^8 ms: the level rescaled is 10^16 units, past 2^53.
+    const fast = { prefix, rules: [compileRule({ algorithm: 'leaky-bucket', limit: 100_000_000, windowMs: 100_000_000 }, 'rule', 'default')] };
+    const slow = { prefix, rules: [compileRule({ algorithm: 'leaky-bucket', limit: 1, windowMs: 100_000_000 }, 'rule', 'default')] };
+    expect((await store.consume('k', fast, 100_000_000, 0))[0]?.allowed).toBe(true);
+    const t0 = Date.now();
+    const [peeked] = (await store.evaluate('peek', 'k', slow, 1, 0)).decisions;
+    const [consumed] = await store.consume('k', slow, 1, 0);
+    const elapsed = Date.now() - t0 + 1;
+    for (const decision of [peeked, consumed]) {
+      expect(decision).toMatchObject({ allowed: false, remaining: 0 });
+      // A full bucket of the new rule: the call fits once one token has drained, 10^8 ms (less what drained already).
+      expect(decision?.retryAfterMs).toBeLessThanOrEqual(100_000_000);
+      expect(decision?.retryAfterMs).toBeGreaterThanOrEqual(100_000_000 - 1_000);
+    }
+    expect(Math.abs((peeked?.retryAfterMs ?? 0) - (consumed?.retryAfterMs ?? 0))).toBeLessThanOrEqual(elapsed);
+  });
+
+  it('gcra: a TAT that stands for a level past 2^53 under a faster rule decides as in the general script', async () => {
+    const store = new RedisStore({ client: redis });
+    const prefix = fresh('faster');
+    // One call of 1 per 10^8 ms leaves a TAT 10^8 ms ahead; 100000001 units per ms make that 10^16 units.
+    const slow = { prefix, rules: [compileRule({ algorithm: 'gcra', limit: 1, windowMs: 100_000_000 }, 'rule', 'default')] };
+    const fast = { prefix, rules: [compileRule({ algorithm: 'gcra', limit: 100_000_001, windowMs: 1_000_000 }, 'rule', 'default')] };
+    expect((await store.consume('k', slow, 1, 0))[0]?.allowed).toBe(true);
+    const t0 = Date.now();
+    const [peeked] = (await store.evaluate('peek', 'k', fast, 1, 0)).decisions;
+    const [consumed] = await store.consume('k', fast, 1, 0);
+    const elapsed = Date.now() - t0 + 1;
+    for (const decision of [peeked, consumed]) {
+      expect(decision).toMatchObject({ allowed: false, remaining: 0 });
+      expect(decision?.retryAfterMs).toBeGreaterThan(98_000_000);
+    }
+    expect(Math.abs((peeked?.retryAfterMs ?? 0) - (consumed?.retryAfterMs ?? 0))).toBeLessThanOrEqual(elapsed);
+    expect(Math.abs((peeked?.resetMs ?? 0) - (consumed?.resetMs ?? 0))).toBeLessThanOrEqual(elapsed);
   });
 
   it('fixed-window: a rule whose windowMs changed keeps the count as the general script does', async () => {

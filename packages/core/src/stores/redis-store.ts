@@ -128,9 +128,17 @@ function integerReply(reply: unknown): number {
   return value;
 }
 
-/** gcra, token-bucket and leaky-bucket reply with the level before the call: the meter decides the rest. */
+/**
+ * gcra, token-bucket and leaky-bucket reply with the level before the call:
+ * the meter decides the rest. A gcra TAT left by a much slower rule can stand
+ * for a level past 2^53 under a faster one: Redis then sends the script's
+ * double as an integer, which reads back as that same double, so the decision
+ * is the general script's.
+ */
 function levelVerdict(reply: unknown, rule: CompiledRule, cost: number, out: Verdict): void {
-  decideLevel(rule, integerReply(reply), cost, out);
+  const level = typeof reply === 'number' || typeof reply === 'string' || typeof reply === 'bigint' ? Number(reply) : Number.NaN;
+  if (!Number.isInteger(level) || level < 0) throw badReply(reply);
+  decideLevel(rule, level, cost, out);
 }
 
 /** A rule's arguments to consume/gcra.lua and consume/bucket.lua, after the cost. */
