@@ -29,9 +29,12 @@ export interface ContenderInfo {
   label: string;
   /** Floodgate's own rows (checked against the targets). */
   floodgate: boolean;
+  /** Keeps no state per key: no heap reading. */
+  stateless?: boolean;
 }
 
 export type MemoryContenderId =
+  | 'clock'
   | 'map'
   | 'express-rate-limit'
   | 'rate-limiter-flexible'
@@ -40,6 +43,7 @@ export type MemoryContenderId =
   | 'floodgate-fixed-window-events';
 
 export const memoryContenders: readonly ContenderInfo[] = [
+  { id: 'clock', label: 'awaited Date.now(), no store (what reading the clock costs)', floodgate: false, stateless: true },
   { id: 'map', label: 'awaited Map fixed window (baseline)', floodgate: false },
   { id: 'express-rate-limit', label: 'express-rate-limit MemoryStore', floodgate: false },
   { id: 'rate-limiter-flexible', label: 'rate-limiter-flexible RateLimiterMemory', floodgate: false },
@@ -62,8 +66,15 @@ function mapFixedWindow(limit: number, windowMs: number): (key: string) => Promi
   };
 }
 
+/** The floor under every limiter that reads the clock per call and answers a promise: nothing else. */
+async function readClock(_key: string): Promise<number> {
+  return Date.now();
+}
+
 export function createMemoryContender(id: MemoryContenderId): Contender {
   switch (id) {
+    case 'clock':
+      return { call: readClock, admits: () => true };
     case 'map': {
       const decide = mapFixedWindow(LIMIT, WINDOW_MS);
       return { call: (key) => decide(key), admits: (allowed) => allowed as boolean };

@@ -51,6 +51,7 @@ export async function benchMemory(config: BenchConfig): Promise<MemoryResults> {
     }
   }
   for (const contender of memoryContenders) {
+    if (contender.stateless) continue;
     const { bytesPerKey } = await runWorker<HeapResult>('./memory-worker.ts', { kind: 'heap', contender: contender.id, keys: heapKeys } satisfies MemoryTask, [
       '--expose-gc',
     ]);

@@ -121,9 +121,15 @@ export function unpackCount(packed: number, max: number): number {
   return Math.floor(packed / (max + 1));
 }
 
-/** An integer reply as a number: clients may hand it over as a string (ioredis `stringNumbers`) or a bigint. */
+/** A numeric reply as a number (NaN if it is none): clients may hand integers over as strings (ioredis `stringNumbers`) or bigints. */
+function numberReply(reply: unknown): number {
+  if (typeof reply === 'number') return reply;
+  return (typeof reply === 'string' && reply !== '') || typeof reply === 'bigint' ? Number(reply) : Number.NaN;
+}
+
+/** An integer reply below 2^53 as a number. */
 function integerReply(reply: unknown): number {
-  const value = typeof reply === 'number' || typeof reply === 'string' || typeof reply === 'bigint' ? Number(reply) : Number.NaN;
+  const value = numberReply(reply);
   if (!Number.isSafeInteger(value)) throw badReply(reply);
   return value;
 }
@@ -136,7 +142,7 @@ function integerReply(reply: unknown): number {
  * is the general script's.
  */
 function levelVerdict(reply: unknown, rule: CompiledRule, cost: number, out: Verdict): void {
-  const level = typeof reply === 'number' || typeof reply === 'string' || typeof reply === 'bigint' ? Number(reply) : Number.NaN;
+  const level = numberReply(reply);
   if (!Number.isInteger(level) || level < 0) throw badReply(reply);
   decideLevel(rule, level, cost, out);
 }
