@@ -498,43 +498,47 @@ describe('RedisStore flat consume scripts (one rule, server clock)', () => {
     expect.fail('no attempt was sent and answered within one ms');
   });
 
-  it('leaky-bucket: a level carried over to a much slower rule is at most a full bucket, in both scripts', async () => {
+  /**
+   * One call of `cost` under `before`, then the same key under `after`: the general script's peek and the flat
+   * script's consume, which must agree but for the ms between them (`elapsed`).
+   */
+  async function carriedOver(before: RuleOptions, cost: number, after: RuleOptions) {
     const store = new RedisStore({ client: redis });
-    const prefix = fresh('slower');
-    // A full bucket of 10^8 tokens, then a rule of 1 token per 10^8 ms: the level rescaled is 10^16 units, past 2^53.
-    const fast = { prefix, rules: [compileRule({ algorithm: 'leaky-bucket', limit: 100_000_000, windowMs: 100_000_000 }, 'rule', 'default')] };
-    const slow = { prefix, rules: [compileRule({ algorithm: 'leaky-bucket', limit: 1, windowMs: 100_000_000 }, 'rule', 'default')] };
-    expect((await store.consume('k', fast, 100_000_000, 0))[0]?.allowed).toBe(true);
+    const prefix = fresh('carried');
+    const ruleSet = (options: RuleOptions) => ({ prefix, rules: [compileRule(options, 'rule', 'default')] });
+    expect((await store.consume('k', ruleSet(before), cost, 0))[0]?.allowed).toBe(true);
     const t0 = Date.now();
-    const [peeked] = (await store.evaluate('peek', 'k', slow, 1, 0)).decisions;
-    const [consumed] = await store.consume('k', slow, 1, 0);
+    const [peeked] = (await store.evaluate('peek', 'k', ruleSet(after), 1, 0)).decisions as [RuleDecision];
+    const [consumed] = (await store.consume('k', ruleSet(after), 1, 0)) as [RuleDecision];
     const elapsed = Date.now() - t0 + 1;
-    for (const decision of [peeked, consumed]) {
-      expect(decision).toMatchObject({ allowed: false, remaining: 0 });
+    for (const decision of [peeked, consumed]) expect(decision).toMatchObject({ allowed: false, remaining: 0 });
+    expect(Math.abs(peeked.retryAfterMs - consumed.retryAfterMs)).toBeLessThanOrEqual(elapsed);
+    expect(Math.abs(peeked.resetMs - consumed.resetMs)).toBeLessThanOrEqual(elapsed);
+    return [peeked, consumed];
+  }
+
+  it('leaky-bucket: a level carried over to a much slower rule is at most a full bucket, in both scripts', async () => {
+    // A full bucket of 10^8 tokens, then a rule of 1 token per 10^8 ms: the level rescaled is 10^16 units, past 2^53.
+    const decisions = await carriedOver({ algorithm: 'leaky-bucket', limit: 100_000_000, windowMs: 100_000_000 }, 100_000_000, {
+      algorithm: 'leaky-bucket',
+      limit: 1,
+      windowMs: 100_000_000,
+    });
+    for (const decision of decisions) {
       // A full bucket of the new rule: the call fits once one token has drained, 10^8 ms (less what drained already).
-      expect(decision?.retryAfterMs).toBeLessThanOrEqual(100_000_000);
-      expect(decision?.retryAfterMs).toBeGreaterThanOrEqual(100_000_000 - 1_000);
+      expect(decision.retryAfterMs).toBeLessThanOrEqual(100_000_000);
+      expect(decision.retryAfterMs).toBeGreaterThanOrEqual(100_000_000 - 1_000);
     }
-    expect(Math.abs((peeked?.retryAfterMs ?? 0) - (consumed?.retryAfterMs ?? 0))).toBeLessThanOrEqual(elapsed);
   });
 
   it('gcra: a TAT that stands for a level past 2^53 under a faster rule decides as in the general script', async () => {
-    const store = new RedisStore({ client: redis });
-    const prefix = fresh('faster');
     // One call of 1 per 10^8 ms leaves a TAT 10^8 ms ahead; 100000001 units per ms make that 10^16 units.
-    const slow = { prefix, rules: [compileRule({ algorithm: 'gcra', limit: 1, windowMs: 100_000_000 }, 'rule', 'default')] };
-    const fast = { prefix, rules: [compileRule({ algorithm: 'gcra', limit: 100_000_001, windowMs: 1_000_000 }, 'rule', 'default')] };
-    expect((await store.consume('k', slow, 1, 0))[0]?.allowed).toBe(true);
-    const t0 = Date.now();
-    const [peeked] = (await store.evaluate('peek', 'k', fast, 1, 0)).decisions;
-    const [consumed] = await store.consume('k', fast, 1, 0);
-    const elapsed = Date.now() - t0 + 1;
-    for (const decision of [peeked, consumed]) {
-      expect(decision).toMatchObject({ allowed: false, remaining: 0 });
-      expect(decision?.retryAfterMs).toBeGreaterThan(98_000_000);
-    }
-    expect(Math.abs((peeked?.retryAfterMs ?? 0) - (consumed?.retryAfterMs ?? 0))).toBeLessThanOrEqual(elapsed);
-    expect(Math.abs((peeked?.resetMs ?? 0) - (consumed?.resetMs ?? 0))).toBeLessThanOrEqual(elapsed);
+    const decisions = await carriedOver({ algorithm: 'gcra', limit: 1, windowMs: 100_000_000 }, 1, {
+      algorithm: 'gcra',
+      limit: 100_000_001,
+      windowMs: 1_000_000,
+    });
+    for (const decision of decisions) expect(decision.retryAfterMs).toBeGreaterThan(98_000_000);
   });
 
   it('fixed-window: a rule whose windowMs changed keeps the count as the general script does', async () => {
