@@ -13,7 +13,7 @@ leaky_bucket.decide = function(rule, state, now, cost, out)
   if state then
     local stored = state[2]
     at = math.max(stored, at) -- the clock went back: count from the later time
-    level = meter_drain(meter_rescale_level(state[1], state[3], rule.unit, rule.burst * rule.unit), at - stored, rule.per_ms)
+    level = meter_drain(meter_rescale_level(rule, state[1], state[3]), at - stored, rule.per_ms)
   end
   local after = meter_decide(rule, level, cost, out)
   if out.allowed then return { after, at, rule.unit } end
@@ -23,7 +23,7 @@ end
 leaky_bucket.refund = function(rule, state, now, cost)
   local stored = state[2]
   local at = math.max(stored, now)
-  local level = meter_refund(rule, meter_drain(meter_rescale_level(state[1], state[3], rule.unit, rule.burst * rule.unit), at - stored, rule.per_ms), cost)
+  local level = meter_refund(rule, meter_drain(meter_rescale_level(rule, state[1], state[3]), at - stored, rule.per_ms), cost)
   if level == 0 then return nil, 0 end
   return { level, at, rule.unit }, ceil_div(level, rule.per_ms)
 end

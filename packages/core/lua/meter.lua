@@ -25,9 +25,9 @@ local function meter_drain(level, elapsed, per_ms)
 end
 
 -- At most a full bucket, as in src/algorithms/meter.ts.
-local function meter_rescale_level(level, stored_unit, unit, room)
-  if stored_unit ~= unit then level = ceil_div(level * unit, stored_unit) end
-  return math.min(level, room)
+local function meter_rescale_level(rule, level, stored_unit)
+  if stored_unit ~= rule.unit then level = ceil_div(level * rule.unit, stored_unit) end
+  return math.min(level, rule.burst * rule.unit)
 end
 
 local function meter_decide(rule, level, cost, out)

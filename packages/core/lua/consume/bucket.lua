@@ -33,17 +33,13 @@ if type(raw) == 'string' then
     stored = tonumber(stored)
     updated = tonumber(updated)
     stored_unit = tonumber(stored_unit)
-    if tokens then
-      -- Tokens in today's units, rounded down: a rule change hands out no free tokens.
-      if stored_unit ~= unit then stored = math.floor(stored * unit / stored_unit) end
-      if stored > room then stored = room end
-      level = room - stored
-    else
-      -- The level in today's units, rounded up, and at most a full bucket.
-      if stored_unit ~= unit then stored = math.ceil(stored * unit / stored_unit) end
-      if stored > room then stored = room end
-      level = stored
+    -- Tokens or level in today's units, rounded so that a rule change hands out no
+    -- free tokens, and at most a full bucket of either.
+    if stored_unit ~= unit then
+      if tokens then stored = math.floor(stored * unit / stored_unit) else stored = math.ceil(stored * unit / stored_unit) end
     end
+    if stored > room then stored = room end
+    level = tokens and room - stored or stored
     if updated > at then at = updated end -- the clock went back: count from the later time
     local elapsed = at - updated
     if elapsed > 0 and level > 0 then

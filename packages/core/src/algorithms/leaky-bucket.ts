@@ -23,8 +23,7 @@ export const leakyBucket: VectorAlgorithm = {
     if (state !== null) {
       const stored = state[base + 1] as number;
       if (stored > at) at = stored; // the clock went back: count from the later time
-      const room = rule.burst * rule.unitsPerToken;
-      level = drain(rescaleLevel(state[base] as number, state[base + 2] as number, rule.unitsPerToken, room), at - stored, rule.unitsPerMs);
+      level = drain(rescaleLevel(rule, state[base] as number, state[base + 2] as number), at - stored, rule.unitsPerMs);
     }
     const after = decideLevel(rule, level, cost, out);
     if (out.allowed) {
@@ -37,11 +36,7 @@ export const leakyBucket: VectorAlgorithm = {
   refund(rule, state, base, now, cost, next) {
     const stored = state[base + 1] as number;
     const at = Math.max(stored, now);
-    const level = refundLevel(
-      rule,
-      drain(rescaleLevel(state[base] as number, state[base + 2] as number, rule.unitsPerToken, rule.burst * rule.unitsPerToken), at - stored, rule.unitsPerMs),
-      cost,
-    );
+    const level = refundLevel(rule, drain(rescaleLevel(rule, state[base] as number, state[base + 2] as number), at - stored, rule.unitsPerMs), cost);
     if (level === 0) return 0;
     next[0] = level;
     next[1] = at;

@@ -24,13 +24,14 @@ export function drain(level: number, elapsedMs: number, unitsPerMs: number): num
 /**
  * Re-expresses a level stored under another unit size (the rule's windowMs or
  * limit changed since). Rounds up: a rule change never hands out free units.
- * At most a full bucket (`room` units), as a token bucket never holds more
+ * At most a full bucket (burst * unitsPerToken), as a token bucket never holds more
  * than a full bucket of tokens: a rule made much slower would otherwise carry
  * over a debt of ages, past what integer arithmetic keeps exact.
  */
-export function rescaleLevel(level: number, storedUnitsPerToken: number, unitsPerToken: number, room: number): number {
-  const rescaled = storedUnitsPerToken === unitsPerToken ? level : ceilDiv(level * unitsPerToken, storedUnitsPerToken);
-  return Math.min(rescaled, room);
+export function rescaleLevel(rule: CompiledRule, level: number, storedUnitsPerToken: number): number {
+  const unit = rule.unitsPerToken;
+  const rescaled = storedUnitsPerToken === unit ? level : ceilDiv(level * unit, storedUnitsPerToken);
+  return Math.min(rescaled, rule.burst * unit);
 }
 
 /**
