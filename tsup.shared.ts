@@ -1,9 +1,9 @@
 import { defineConfig } from 'tsup';
 
 /** Every published package builds the same way: ESM + CJS with type declarations, for Node 20+. */
-export function floodgateBuild(platform: 'node' | 'neutral') {
+export function floodgateBuild(platform: 'node' | 'neutral', entry: string[] = ['src/index.ts']) {
   return defineConfig({
-    entry: ['src/index.ts'],
+    entry,
     format: ['esm', 'cjs'],
     dts: true,
     sourcemap: true,

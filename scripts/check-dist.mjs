@@ -2,18 +2,21 @@
 // Loads every built package the way users do — `require` and `import` — and
 // checks that both formats expose the same API and actually work.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 
 const packages = {
-  '@floodgate/core': ['createLimiter', 'MemoryStore', 'RedisStore', 'FloodgateError', 'createKeyBy', 'createRateLimitFlow', 'step'],
+  '@floodgate/core': ['createLimiter', 'MemoryStore', 'RedisStore', 'FloodgateError'],
+  '@floodgate/core/adapter': ['createKeyBy', 'createRateLimitFlow', 'settleWhenDone'],
+  '@floodgate/core/internal': ['step', 'compileRules'],
   '@floodgate/express': ['rateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/koa': ['rateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/hono': ['rateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/prometheus': ['instrument'],
 };
 // Packages that must run on every runtime Hono supports: no Node built-in in what they load.
-const runtimeNeutral = ['@floodgate/core', '@floodgate/hono'];
+const runtimeNeutral = ['@floodgate/core', '@floodgate/core/adapter', '@floodgate/core/internal', '@floodgate/hono'];
 
 for (const [name, exports] of Object.entries(packages)) {
   // Resolve from inside the package: it sees itself (self-reference) and its dependencies.
@@ -28,10 +31,12 @@ for (const [name, exports] of Object.entries(packages)) {
   assert.deepEqual(Object.keys(cjs).sort(), Object.keys(esm).sort(), `${name}: CJS and ESM export the same names`);
   console.log(`ok ${name}: CJS and ESM builds load and export ${Object.keys(esm).length} names`);
   if (runtimeNeutral.includes(name)) {
-    for (const file of [resolved, resolved.replace(/\.cjs$/, '.js')]) {
-      const code = readFileSync(file, 'utf8');
+    // Every file of the build, shared chunks included: an entry imports the code it shares with the others.
+    const dist = dirname(resolved);
+    for (const file of readdirSync(dist).filter((f) => /\.(c?js)$/.test(f))) {
+      const code = readFileSync(join(dist, file), 'utf8');
       const nodeImport = /(?:from\s*|require\()\s*["'](node:[^"']+|fs|path|crypto|net|http|os|events|child_process)["']/.exec(code);
-      assert.equal(nodeImport, null, `${file} imports the Node built-in ${nodeImport?.[1]}`);
+      assert.equal(nodeImport, null, `${join(dist, file)} imports the Node built-in ${nodeImport?.[1]}`);
     }
     console.log(`ok ${name}: no Node built-in imported (runs on Bun, Deno, Workers)`);
   }

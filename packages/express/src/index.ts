@@ -1,15 +1,15 @@
+import type { Decision } from '@floodgate/core';
 import {
   createKeyBy,
   createRateLimitFlow,
-  type Decision,
   joinHeader,
   type KeyBy,
   type Outcome,
   type RateLimitFlow,
   type RateLimitOptions,
   type RequestReader,
-  settleWhenFinished,
-} from '@floodgate/core';
+  settleWhenDone,
+} from '@floodgate/core/adapter';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 
 export {
@@ -63,7 +63,7 @@ function respond(flow: RateLimitFlow<ExpressArgs, ExpressHandler>, outcome: Outc
   }
   if (!res.headersSent) for (const [name, value] of outcome.headers) res.setHeader(name, value);
   if (outcome.kind === 'pass') {
-    settleWhenFinished(flow, outcome, res);
+    settleWhenDone(flow, outcome, res);
     next();
     return;
   }

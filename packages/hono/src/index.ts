@@ -1,15 +1,13 @@
+import { type Decision, ErrorCodes, FloodgateError } from '@floodgate/core';
 import {
   createKeyBy,
   createRateLimitFlow,
-  type Decision,
-  ErrorCodes,
-  type FinishingResponse,
-  FloodgateError,
   type KeyBy,
+  type NodeResponse,
   type RateLimitOptions,
   type RequestReader,
-  settleWhenFinished,
-} from '@floodgate/core';
+  settleWhenDone,
+} from '@floodgate/core/adapter';
 import type { Context, MiddlewareHandler, Next } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
@@ -52,9 +50,9 @@ function clientAddress(c: Context): string | undefined {
  * The Node response @hono/node-server puts on `c.env.outgoing`, when there is
  * one. Read by shape, not imported: this package loads on every runtime.
  */
-function nodeResponse(c: Context): FinishingResponse | undefined {
-  const outgoing = (c.env as { outgoing?: Partial<FinishingResponse> } | undefined)?.outgoing;
-  return typeof outgoing?.once === 'function' ? (outgoing as FinishingResponse) : undefined;
+function nodeResponse(c: Context): NodeResponse | undefined {
+  const outgoing = (c.env as { outgoing?: Partial<NodeResponse> } | undefined)?.outgoing;
+  return typeof outgoing?.once === 'function' ? (outgoing as NodeResponse) : undefined;
 }
 
 const reader: RequestReader<HonoArgs> = {
@@ -115,10 +113,12 @@ export function rateLimit(options: HonoRateLimitOptions): MiddlewareHandler<{ Va
     if (!flow.mustSettle(outcome)) return next();
     const outgoing = nodeResponse(c);
     if (outgoing !== undefined) {
-      // On Node the connection is visible: settle when the response is sent (streamed bodies included),
-      // or when the client goes away while the handler still runs.
-      settleWhenFinished(flow, outcome, outgoing);
-      return next();
+      // On Node the response is visible: the work is over when the handler is done and the
+      // response (a streamed body included) is sent or cut off.
+      const handled = next();
+      const status = handled.then(() => c.res.status);
+      settleWhenDone(flow, outcome, outgoing, status);
+      return handled;
     }
     try {
       await next();

@@ -1,13 +1,5 @@
-import {
-  createKeyBy,
-  createRateLimitFlow,
-  type Decision,
-  joinHeader,
-  type KeyBy,
-  type RateLimitOptions,
-  type RequestReader,
-  settleWhenFinished,
-} from '@floodgate/core';
+import type { Decision } from '@floodgate/core';
+import { createKeyBy, createRateLimitFlow, joinHeader, type KeyBy, type RateLimitOptions, type RequestReader, settleWhenDone } from '@floodgate/core/adapter';
 import type { Context, Middleware, Next } from 'koa';
 
 export { createLimiter, type Decision, FloodgateError, type Limiter, MemoryStore, type RuleOptions } from '@floodgate/core';
@@ -70,8 +62,12 @@ export function rateLimit(options: KoaRateLimitOptions): Middleware<RateLimitSta
     if (outcome.kind === 'skip') return next();
     ctx.set(Object.fromEntries(outcome.headers));
     if (outcome.kind === 'pass') {
-      settleWhenFinished(flow, outcome, ctx.res);
-      return next();
+      if (!flow.mustSettle(outcome)) return next();
+      const handled = next();
+      // The work is over when the rest of the chain is, and the response is sent or cut off.
+      const status = handled.then(() => ctx.status);
+      settleWhenDone(flow, outcome, ctx.res, status);
+      return handled;
     }
     if (outcome.custom && flow.handler !== undefined) return flow.handler(ctx as Context, next, outcome.decision);
     ctx.status = outcome.status;

@@ -1,4 +1,5 @@
-import { type Decision, isUnmeasured, type Limiter, type RuleDecision, type StoreOperation } from '@floodgate/core';
+import type { Decision, Limiter, RuleDecision, StoreOperation } from '@floodgate/core';
+import { isUnmeasured } from '@floodgate/core/adapter';
 import { Counter, register as defaultRegistry, Gauge, Histogram, type Registry } from 'prom-client';
 
 export interface InstrumentOptions {

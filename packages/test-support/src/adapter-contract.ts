@@ -50,37 +50,53 @@ export interface AdapterUnderTest {
 }
 
 /** Requests held by name (`hold=<name>`), each name with the function that lets them go (and any later ones). */
-const holds = new Map<string, { promise: Promise<void>; release: () => void }>();
+const holds = new Map<string, { promise: Promise<void>; release: () => void; handlers: number }>();
 
-function holdFor(name: string): { promise: Promise<void>; release: () => void } {
+function holdFor(name: string): { promise: Promise<void>; release: () => void; handlers: number } {
   let hold = holds.get(name);
   if (hold === undefined) {
     let release = () => {};
     const promise = new Promise<void>((resolve) => {
       release = () => resolve();
     });
-    hold = { promise, release };
+    hold = { promise, release, handlers: 0 };
     holds.set(name, hold);
   }
   return hold;
 }
 
-/** What a route answering `hold=<name>` awaits: resolves once the test lets `name` go. */
+/** What a route answering `hold=<name>` awaits: resolves once the test lets `name` go. Counts the handlers that ran into it. */
 export function held(name: string): Promise<void> {
-  return holdFor(name).promise;
+  const hold = holdFor(name);
+  hold.handlers++;
+  return hold.promise;
 }
 
 let holdCount = 0;
 
-/** A new name for `hold=<name>`, and the function that lets the requests held under it answer. */
-function holdRequests(): { name: string; release: () => void } {
+/** A new name for `hold=<name>`, the function that lets the requests held under it answer, and how many handlers it holds. */
+function holdRequests(): { name: string; release: () => void; handlers: () => number } {
   const name = `hold-${holdCount++}`;
-  return { name, release: holdFor(name).release };
+  const hold = holdFor(name);
+  return { name, release: hold.release, handlers: () => hold.handlers };
 }
 
 function manualClock(start = Date.UTC(2026, 0, 1)) {
   let now = start;
   return { now: () => now, advance: (ms: number) => (now += ms) };
+}
+
+/**
+ * Whether `condition` stays false for `ms` of real time: the bounded check that
+ * something does not happen (a lease that must not end, a refund that must not come).
+ */
+async function staysFalse(condition: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await condition()) return false;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  return !(await condition());
 }
 
 async function waitFor(condition: () => Promise<boolean>, timeoutMs = 3000): Promise<void> {
@@ -280,17 +296,34 @@ export function adapterContract(adapter: AdapterUnderTest): void {
       });
     });
 
-    ifAbandonedRequestsAreVisible('skipFailedRequests gives back the units of a request the client abandoned', async () => {
+    ifAbandonedRequestsAreVisible('judges an abandoned request by how its handler ends, not by the client leaving', async () => {
       const limiter = adapter.createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000, now: manualClock().now });
-      const running = await adapter.start([{ path: '/slow', options: { limiter, skipFailedRequests: true, key: () => 'k' } }]);
-      try {
+      const running = await adapter.start([
+        { path: '/slow', options: { limiter, skipFailedRequests: true, key: (...args: unknown[]) => adapter.header(args, 'x-k') } },
+      ]);
+      const hold = holdRequests();
+      const abandon = async (key: string, query: string) => {
         const controller = new AbortController();
-        const pending = fetch(`${running.url}/slow?hang=1`, { signal: controller.signal }).catch(() => 'aborted');
-        await waitFor(async () => (await limiter.peek('k')).remaining === 0);
+        const pending = fetch(`${running.url}/slow?${query}`, { signal: controller.signal, headers: { 'x-k': key } }).catch(() => 'aborted');
+        await waitFor(async () => (await limiter.peek(key)).remaining === 0);
         controller.abort();
         expect(await pending).toBe('aborted');
-        await waitFor(async () => (await limiter.peek('k')).remaining === 1);
+      };
+      try {
+        // The client leaves while its handler still runs: that is no failed request, and no free one.
+        await abandon('ok', `hold=${hold.name}`);
+        await abandon('failing', `hold=${hold.name}&status=500`);
+        await abandon('hanging', 'hang=1');
+        expect(await staysFalse(async () => (await limiter.peek('ok')).remaining > 0 || (await limiter.peek('failing')).remaining > 0, 300)).toBe(true);
+        const next = await fetch(`${running.url}/slow`, { headers: { 'x-k': 'hanging' } });
+        expect(next.status).toBe(429);
+        // Once the handlers answer, the one that failed gives its unit back; the one that succeeded does not.
+        hold.release();
+        await waitFor(async () => (await limiter.peek('failing')).remaining === 1);
+        expect(await staysFalse(async () => (await limiter.peek('ok')).remaining > 0, 100)).toBe(true);
+        expect((await limiter.peek('hanging')).remaining).toBe(0);
       } finally {
+        hold.release();
         await running.close();
       }
     });
@@ -361,19 +394,41 @@ export function adapterContract(adapter: AdapterUnderTest): void {
       });
     });
 
-    ifAbandonedRequestsAreVisible('ends the lease of a request the client abandoned', async () => {
-      const limiter = adapter.createLimiter({ algorithm: 'concurrency', limit: 1, windowMs: 60_000 });
+    ifAbandonedRequestsAreVisible('holds the lease of an abandoned request until its handler is done: leaving frees no slot', async () => {
+      const limiter = adapter.createLimiter({ algorithm: 'concurrency', limit: 2, windowMs: 60_000 });
       const running = await adapter.start([{ path: '/slow', options: { limiter, key: () => 'k' } }]);
+      const hold = holdRequests();
       try {
-        const controller = new AbortController();
-        const pending = fetch(`${running.url}/slow?hang=1`, { signal: controller.signal }).catch(() => 'aborted');
-        await waitFor(async () => (await limiter.peek('k')).remaining === 0);
-        expect((await fetch(`${running.url}/slow`)).status).toBe(429);
-        controller.abort();
-        expect(await pending).toBe('aborted');
-        await waitFor(async () => (await limiter.peek('k')).remaining === 1);
+        // Each client leaves once its request is admitted; with leases ended on disconnect, every
+        // next request would be admitted and run its handler: twenty clients, nineteen handlers at once.
+        const statuses: (number | string)[] = [];
+        for (let i = 0; i < 6; i++) {
+          const controller = new AbortController();
+          const pending = fetch(`${running.url}/slow?hold=${hold.name}`, { signal: controller.signal }).then(
+            async (res) => {
+              await res.arrayBuffer();
+              return res.status;
+            },
+            () => 'aborted',
+          );
+          // Leave once the request was either answered or admitted (its handler runs into the hold).
+          const before = hold.handlers();
+          let answered: number | string | undefined;
+          void pending.then((status) => {
+            answered = status;
+          });
+          await waitFor(async () => answered !== undefined || hold.handlers() > before);
+          controller.abort();
+          statuses.push(await pending);
+          if (i === 1) expect(await staysFalse(async () => (await limiter.peek('k')).remaining > 0, 300)).toBe(true);
+        }
+        expect(statuses).toEqual(['aborted', 'aborted', 429, 429, 429, 429]);
+        expect(hold.handlers()).toBe(2);
+        hold.release();
+        await waitFor(async () => (await limiter.peek('k')).remaining === 2);
         expect((await fetch(`${running.url}/slow`)).status).toBe(200);
       } finally {
+        hold.release();
         await running.close();
       }
     });

@@ -273,28 +273,71 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
   };
 }
 
-/** The part of Node's ServerResponse that `settleWhenFinished` needs (no import: core stays runtime-neutral). */
-export interface FinishingResponse {
-  readonly statusCode: number;
+/** The part of Node's ServerResponse that `settleWhenDone` needs (no import: core stays runtime-neutral). */
+export interface NodeResponse {
+  statusCode: number;
   readonly writableFinished: boolean;
-  once(event: 'finish' | 'close' | 'error', listener: () => void): unknown;
+  // biome-ignore lint/suspicious/noExplicitAny: Node's end() is overloaded; it is wrapped, never called with arguments of its own here.
+  end: (...args: any[]) => unknown;
+  once(event: 'finish' | 'close', listener: () => void): unknown;
 }
 
 /**
- * For adapters on Node's http server (Express, Koa, Hono on @hono/node-server): calls `flow.settle` once
- * the response is sent, with its status, or with `undefined` when the
- * connection closed before it was (the client went away): leases end and
- * refunds happen then. Does nothing when there is nothing to settle.
+ * For adapters on Node's http server (Express, Koa, Hono on @hono/node-server):
+ * calls `flow.settle` once the work of the request is over, that is once both
+ *
+ * - the handler is done: `handler` settled (frameworks that await their
+ *   middleware chain: Koa, Hono), or, without it, the handler ended the
+ *   response with `res.end()` (Express); and
+ * - the response is done: sent (`finish`) or cut off (`close`).
+ *
+ * A client that goes away does not end the work: its handler keeps running,
+ * so its lease holds until the handler is done, and its units are refunded
+ * (skipSuccessfulRequests/skipFailedRequests) by the status the handler
+ * answered with, as if the client had stayed. A handler that never ends its
+ * response keeps its lease until the lease expires (the rule's windowMs) and
+ * is never refunded. `handler` resolves to the status the handler set, and
+ * rejects when the handler failed (counted as a failed request).
  */
-export function settleWhenFinished<Args extends unknown[], Handler>(flow: RateLimitFlow<Args, Handler>, outcome: Outcome, res: FinishingResponse): void {
+export function settleWhenDone<Args extends unknown[], Handler>(
+  flow: RateLimitFlow<Args, Handler>,
+  outcome: Outcome,
+  res: NodeResponse,
+  handler?: Promise<number>,
+): void {
   if (!flow.mustSettle(outcome)) return;
+  /** The handler's status once it is done; `undefined` when it failed; `null` while it runs. */
+  let handled: number | undefined | null = null;
+  let finished = false;
+  let closed = false;
   let settled = false;
-  const end = (status: number | undefined) => {
-    if (settled) return;
+  const settle = () => {
+    if (settled || handled === null || !(finished || closed)) return;
     settled = true;
-    flow.settle(outcome, status);
+    flow.settle(outcome, handled === undefined ? undefined : finished ? res.statusCode : handled);
   };
-  res.once('finish', () => end(res.statusCode));
-  res.once('close', () => end(res.writableFinished ? res.statusCode : undefined));
-  res.once('error', () => end(undefined));
+  const handlerDone = (status: number | undefined) => {
+    if (handled !== null) return;
+    handled = status;
+    settle();
+  };
+  res.once('finish', () => {
+    finished = true;
+    settle();
+  });
+  res.once('close', () => {
+    closed = true;
+    settle();
+  });
+  if (handler !== undefined) {
+    handler.then(handlerDone, () => handlerDone(undefined));
+    return;
+  }
+  // Express: the handler is done when it ends the response, whether or not the client is still there to read it.
+  const end = res.end;
+  res.end = function endAndSettle(this: unknown, ...args: unknown[]) {
+    res.end = end;
+    handlerDone(res.statusCode);
+    return end.apply(this, args);
+  };
 }

@@ -1,0 +1,32 @@
+/**
+ * @packageDocumentation
+ * What a framework adapter builds on: the framework-neutral request flow
+ * (options → key → cost → limiter → headers → denial), key extractors made
+ * from three functions that read a request, header builders, and the Node
+ * helper that settles leases and refunds when a request's work is over.
+ * `@floodgate/express` is the reference adapter.
+ */
+export { type Header, type HeadersMode, rateLimitHeaders, retryAfterSeconds } from './http/headers.js';
+export {
+  createKeyBy,
+  type ForwardedForOptions,
+  forwardedAddress,
+  type HeaderKeyOptions,
+  type IpKeyOptions,
+  joinHeader,
+  type KeyBy,
+  type KeyFunction,
+  normalizeIp,
+  type RequestReader,
+} from './http/keys.js';
+export { type AccessList, compileAccessList } from './http/lists.js';
+export {
+  createRateLimitFlow,
+  type Message,
+  type NodeResponse,
+  type Outcome,
+  type RateLimitFlow,
+  type RateLimitOptions,
+  settleWhenDone,
+} from './http/middleware.js';
+export { isUnmeasured } from './limiter.js';

@@ -1,0 +1,31 @@
+/**
+ * @packageDocumentation
+ * Floodgate's building blocks, for its own tests, bench and simulator, and
+ * for people writing a store: the pure algorithms, rule compilation and the
+ * Redis scripts. No stability promise: names here may change in any release.
+ */
+export {
+  concurrency,
+  createLog,
+  fixedWindow,
+  gcra,
+  type LeaseState,
+  type LogState,
+  leakyBucket,
+  leaseCost,
+  type RuleState,
+  refundStep,
+  type StateVector,
+  slidingLog,
+  slidingWindow,
+  step,
+  tokenBucket,
+  type VectorAlgorithm,
+  type Verdict,
+  vectorAlgorithms,
+} from './algorithms/index.js';
+export { combine } from './decision.js';
+export { draft8Headers, legacyHeaders } from './http/headers.js';
+export { compileRule, compileRules } from './rules.js';
+export { type LuaScript, SCRIPTS as REDIS_SCRIPTS } from './stores/lua.generated.js';
+export { type RedisEvaluation, type RedisOperation, ruleHorizon } from './stores/redis-store.js';
