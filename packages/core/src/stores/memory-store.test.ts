@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createLimiter } from '../limiter.js';
 import { algorithms } from '../rules.js';
@@ -22,6 +23,52 @@ describe('MemoryStore', () => {
     expect((await limiter.consume('c')).allowed).toBe(false);
     expect((await limiter.consume('d')).allowed).toBe(false);
     expect((await limiter.consume('b')).allowed).toBe(true); // b was forgotten: it starts over
+  });
+
+  it('evicts in least-recently-used order over any sequence of calls (against a model LRU)', () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f'), fc.boolean()), { maxLength: 200 }), (calls) => {
+        // maxKeys 3: recency is exact (it is tracked to within maxKeys/8 lookups).
+        const store = new MemoryStore({ maxKeys: 3 });
+        const ruleSet = { prefix: 'fg:', rules: createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }).rules };
+        const lru: string[] = []; // least recently used first
+        for (const [key, peek] of calls) {
+          const held = lru.includes(key);
+          const [decision] = peek ? store.peek(key, ruleSet, 0) : store.consume(key, ruleSet, 1, 0);
+          expect(decision?.allowed).toBe(peek ? !held : !held);
+          if (held) lru.splice(lru.indexOf(key), 1);
+          if (held || !peek) {
+            lru.push(key);
+            if (lru.length > 3) lru.shift();
+          }
+          expect(store.size('fg:', 'default')).toBe(lru.length);
+        }
+        store.close();
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('evicts in O(1): a new key at the bound costs about what it costs below it, however many keys went before', () => {
+    // A Map keeps deleted entries' places until it rehashes: finding its oldest entry with a new
+    // iterator walked over all of them, so each eviction cost O(evictions so far) and rotating keys
+    // made every call 10-100x dearer. A cost ratio with a wide margin, in CPU time (the machine is shared).
+    const maxKeys = 50_000;
+    const store = new MemoryStore({ maxKeys });
+    const ruleSet = { prefix: 'fg:', rules: createLimiter({ algorithm: 'fixed-window', limit: 10, windowMs: 60_000 }).rules };
+    let next = 0;
+    const cpuPerCall = (calls: number) => {
+      const started = process.cpuUsage();
+      for (let i = 0; i < calls; i++) store.consume(`key-${next++}`, ruleSet, 1, 0);
+      const used = process.cpuUsage(started);
+      return (used.user + used.system) / calls;
+    };
+    cpuPerCall(maxKeys / 2); // warm up
+    const filling = cpuPerCall(maxKeys / 2);
+    const evicting = cpuPerCall(3 * maxKeys);
+    expect(store.size('fg:', 'default')).toBe(maxKeys);
+    expect(evicting).toBeLessThan(4 * filling);
+    store.close();
   });
 
   it('never holds more than maxKeys keys per rule, whatever the traffic', async () => {

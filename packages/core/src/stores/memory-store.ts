@@ -49,6 +49,8 @@ abstract class Table {
   private clock = 0; // counts lookups, for recency
   private readonly slack: number;
   private cursor: Iterator<[string, number]> | undefined;
+  /** Where the next eviction looks for the oldest entry (see evictOldest). */
+  private evictions: Iterator<[string, number]> | undefined;
 
   constructor(
     private readonly maxKeys: number,
@@ -77,10 +79,7 @@ abstract class Table {
 
   /** A slot for a new key, forgetting the least recently used key at the bound. */
   protected allocate(key: string): number {
-    if (this.index.size >= this.maxKeys) {
-      const oldest = this.index.entries().next().value as [string, number];
-      this.remove(oldest[0], oldest[1]);
-    }
+    if (this.index.size >= this.maxKeys) this.evictOldest();
     let slot = this.freeSlots.pop();
     if (slot === undefined) {
       if (this.used === this.capacity) this.grow(Math.min(this.maxKeys, Math.max(16, this.capacity * 2)));
@@ -89,6 +88,26 @@ abstract class Table {
     this.index.set(key, slot);
     this.slots[slot * this.stride + TOUCHED_AT] = ++this.clock;
     return slot;
+  }
+
+  /**
+   * Forgets the least recently used key: the Map's oldest entry. A Map keeps a
+   * deleted entry's place until it rehashes, and a new iterator walks over
+   * every one of them to reach the first live entry, so evicting with
+   * `entries().next()` cost O(deleted entries) per call. One iterator kept
+   * across calls passes each deleted entry once (V8 carries live iterators
+   * over a rehash): O(1) amortised.
+   */
+  private evictOldest(): void {
+    this.evictions ??= this.index.entries();
+    let oldest = this.evictions.next();
+    if (oldest.done) {
+      // Only when the iterator had reached the end: every entry is newer than it, and the first is the oldest.
+      this.evictions = this.index.entries();
+      oldest = this.evictions.next();
+    }
+    const [key, slot] = oldest.value as [string, number];
+    this.remove(key, slot);
   }
 
   remove(key: string, slot: number): void {
