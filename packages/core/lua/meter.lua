@@ -1,61 +1,82 @@
--- Mirrors src/algorithms/meter.ts: the arithmetic token-bucket, leaky-bucket
--- and gcra share. A level of units drains at rule.per_ms units per ms; one
--- token is rule.unit units.
+-- Mirrors src/algorithms/meter.ts: token-bucket, leaky-bucket and gcra are
+-- one meter, a level of units that drains at per_ms units per ms, with room
+-- for `burst` tokens of `unit` units each. The key holds
+-- "level:unitsPerToken:unitsPerMs" as of the time it was written, and expires
+-- when that level has drained: ceil(level / unitsPerMs) ms after it was
+-- written. Its TTL tells how long ago that was.
+-- View: the level now.
 
--- Arguments per rule: burst, unitsPerToken, unitsPerMs, mode ('shape' or 'police').
-local METER_FIELDS = 4
-
-local function meter_rule(argv, at)
-  local burst = tonumber(argv[at])
-  local unit = tonumber(argv[at + 1])
-  local per_ms = tonumber(argv[at + 2])
-  -- The state matters until a full bucket has drained: ruleHorizon() in src/stores/redis-store.ts.
-  return { burst = burst, unit = unit, per_ms = per_ms, shape = argv[at + 3] == 'shape', horizon = ceil_div(burst * unit, per_ms), size = 3 }
-end
-
--- Bucket state is {level or tokens, updatedAt, unitsPerToken}, stored as "n:n:n".
-local function meter_write(key, rule, next_state, ttl, ctx)
-  set_state(key, join(next_state, 3), rule, ctx, ttl)
-end
-
-local function meter_drain(level, elapsed, per_ms)
+-- The level after `elapsed` ms of draining, without overflowing on long idle times.
+local function drain(level, elapsed, per_ms)
   if elapsed <= 0 or level <= 0 then return math.max(level, 0) end
-  if elapsed >= ceil_div(level, per_ms) then return 0 end
+  if elapsed >= math.ceil(level / per_ms) then return 0 end
   return level - elapsed * per_ms
 end
 
--- At most a full bucket, as in src/algorithms/meter.ts.
-local function meter_rescale_level(rule, level, stored_unit)
-  if stored_unit ~= rule.unit then level = ceil_div(level * rule.unit, stored_unit) end
-  return math.min(level, rule.burst * rule.unit)
+-- A level stored under another unit size (the rule changed since): rounded
+-- up, never handing out free units, and at most a full bucket.
+local function rescale(rule, level, stored_unit)
+  if stored_unit ~= rule.unit then level = math.ceil(level * rule.unit / stored_unit) end
+  return math.min(level, rule.room)
 end
 
-local function meter_decide(rule, level, cost, out)
-  local unit = rule.unit
-  local per_ms = rule.per_ms
-  local room = rule.burst * unit
-  local after = level + cost * unit
-  out.remaining_now = level < room and floor_div(room - level, unit) or 0
-  out.reset_now = ceil_div(level, per_ms)
-  if after <= room then
-    out.allowed = true
-    out.retry = 0
-    out.delay = rule.shape and out.reset_now or 0
-    out.remaining = floor_div(room - after, unit)
-    out.reset = ceil_div(after, per_ms)
-    out.ttl = out.reset
+local meter = {
+  -- m:<burst>:<unitsPerToken>:<unitsPerMs>
+  rule = function(f, spec)
+    return { burst = f[2], unit = f[3], per_ms = f[4], room = f[2] * f[3], tag = string.sub(spec, #fmt(f[2]) + 4) }
+  end,
+
+  read = function(key, rule, clock)
+    local raw = get_string(key)
+    if not raw then return nil end
+    local level, tag = string.match(raw, '^(%d+):(.+)$')
+    level = integer(level)
+    if not level then return nil end
+    local unit, per_ms = rule.unit, rule.per_ms
+    if tag ~= rule.tag then
+      -- Written under other numbers: read them (parsing is dearer than comparing).
+      unit, per_ms = string.match(tag, '^(%d+):(%d+)$')
+      unit, per_ms = integer(unit), integer(per_ms)
+      if not (unit and per_ms) or unit == 0 or per_ms == 0 then return nil end
+    end
+    local ttl = ttl_of(key, clock)
+    if not ttl then return nil end
+    -- ms since the key was written; less than 0 when the clock went back: the
+    -- state then counts from its own, later time, and time stands still for it.
+    local elapsed = math.ceil(level / per_ms) - ttl
+    local ahead = 0
+    if elapsed < 0 then ahead, elapsed = -elapsed, 0 end
+    return { level = drain(rescale(rule, level, unit), elapsed, rule.per_ms), ahead = ahead }
+  end,
+
+  admits = function(rule, state, cost)
+    return (state and state.level or 0) + cost * rule.unit <= rule.room
+  end,
+
+  view = function(rule, state, cost, clock, reply)
+    reply[#reply + 1] = state and state.level or 0
+  end,
+}
+
+-- Stores `level` as of the state's time (`ahead` ms from now), kept until it has drained.
+local function meter_store(key, rule, level, ahead, clock)
+  store(key, fmt(level) .. ':' .. rule.tag, ahead + math.ceil(level / rule.per_ms), clock)
+end
+
+meter.write = function(key, rule, state, cost, clock)
+  local level = state and state.level or 0
+  meter_store(key, rule, level + cost * rule.unit, state and state.ahead or 0, clock)
+end
+
+meter.refund = function(key, rule, clock, cost)
+  local state = meter.read(key, rule, clock)
+  if not state then return forget_ended(key, clock) end
+  local level = state.level - cost * rule.unit
+  if level <= 0 then
+    redis.call('DEL', key)
   else
-    out.allowed = false
-    out.retry = cost > rule.burst and INFINITY or ceil_div(after - room, per_ms)
-    out.delay = 0
-    out.remaining = out.remaining_now
-    out.reset = out.reset_now
-    out.ttl = 0
+    meter_store(key, rule, level, state.ahead, clock)
   end
-  return after
 end
 
-local function meter_refund(rule, level, cost)
-  local after = level - cost * rule.unit
-  return math.max(after, 0)
-end
+ALGORITHMS.m = meter

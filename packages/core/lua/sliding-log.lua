@@ -1,100 +1,131 @@
--- Mirrors src/algorithms/sliding-log.ts on a sorted set: one member per unit
--- admitted, scored by the ms it was admitted at. Members are "<ms>:<index>",
--- the index zero-padded so that members of one ms sort in the order they were
--- added: they stay unique when calls collide on a timestamp, and refunds take
--- the newest first.
+-- Mirrors src/algorithms/sliding-log.ts on a sorted set: one member per
+-- admitted call, scored by the ms it counts at and named "<units>:<cost>",
+-- where <units> sums every unit the key admitted up to and including that
+-- call (zero-padded, so that members of one ms sort in the order they came). The units in the window (at - windowMs, at] are the newest member's
+-- <units> minus those before the window's first member: two lookups, whatever
+-- the limit and the cost, and one member written per call.
+-- View: units in the window, ms until they have all left it, ms until the
+-- call would fit (0 when it fits now).
 
-local SL_INDEX = '%09d'
+-- Expired members dropped per admitted call, at most: each call adds one.
+local SL_PRUNE = 64
+-- Past this many units a key's counts start again from 0 (see sl_rebase).
+local SL_REBASE = 2 ^ 50
 
--- The later of now and the newest entry, and that entry's time (or nil).
-local function sl_effective_now(key, now)
-  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if newest[2] == nil then return now, nil end
-  local newest_at = tonumber(newest[2])
-  return math.max(newest_at, now), newest_at
+local function sl_member(member)
+  local units, cost = string.match(member or '', '^(%d+):(%d+)$')
+  return integer(units), integer(cost)
 end
 
-local function sl_prune(key, rule, at)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(at - rule.window))
-end
+local function sl_name(units, cost) return string.format('%016d:%d', units, cost) end
 
-algorithms['sliding-log'] = {
-  -- Arguments per rule: limit, windowMs.
-  fields = 2,
-  rule = window_rule,
-  read = read_zset,
+local sliding_log = {
+  -- sl:<limit>:<windowMs>
+  rule = function(f) return { limit = f[2], window = f[3] } end,
 
-  decide = function(rule, key, now, cost, out)
-    local at, newest_at = now, nil
-    local used = 0
-    if key then
-      at, newest_at = sl_effective_now(key, now)
-      used = redis.call('ZCOUNT', key, '(' .. fmt(at - rule.window), '+inf')
-    end
-    local limit = rule.limit
-    local after = used + cost
-    out.remaining_now = used < limit and limit - used or 0
-    out.reset_now = used > 0 and newest_at + rule.window - at or 0
-    out.delay = 0
-    if after <= limit then
-      out.allowed = true
-      out.retry = 0
-      out.remaining = limit - after
-      out.reset = rule.window
-      out.ttl = rule.window
-      return { at }
-    end
-    out.allowed = false
-    out.remaining = out.remaining_now
-    out.reset = out.reset_now
-    out.ttl = 0
-    if cost > limit then
-      out.retry = INFINITY
-      return nil
-    end
-    -- The call fits once the oldest `after - limit` units have left the window.
-    local entry = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(at - rule.window), '+inf', 'WITHSCORES', 'LIMIT', after - limit - 1, 1)
-    out.retry = tonumber(entry[2]) + rule.window - at
-    return nil
-  end,
-
-  write = function(key, rule, next_state, ttl, ctx)
-    local at = next_state[1]
-    if redis.call('EXISTS', key) == 1 and not is_zset(key) then redis.call('DEL', key) end
-    sl_prune(key, rule, at)
-    local first = redis.call('ZCOUNT', key, at, at)
-    local member_prefix = fmt(at) .. ':'
-    local score = fmt(at)
-    local added = 0
-    while added < ctx.cost do
-      local args = {}
-      local batch = math.min(ZSET_BATCH, ctx.cost - added)
-      for j = 1, batch do
-        args[#args + 1] = score
-        args[#args + 1] = member_prefix .. string.format(SL_INDEX, first + added + j)
-      end
-      redis.call('ZADD', key, unpack(args))
-      added = added + batch
-    end
-    if ctx.server then
-      redis.call('PEXPIREAT', key, at + rule.window)
-    else
-      redis.call('PEXPIRE', key, rule.horizon)
-    end
-  end,
-
-  -- Gives units back on the sorted set itself, newest first.
-  refund_in_place = function(key, rule, ctx)
-    if not is_zset(key) then return end
-    local at = sl_effective_now(key, ctx.now)
-    sl_prune(key, rule, at)
-    redis.call('ZPOPMAX', key, ctx.cost)
+  -- Unreadable members (written by someone else, or corrupt) read as no state.
+  read = function(key, rule, clock)
+    if not is_zset(key) then return nil end
     local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    if newest[2] == nil then return end
-    if ctx.server then
-      redis.call('PEXPIREAT', key, tonumber(newest[2]) + rule.window)
-    else
-      redis.call('PEXPIRE', key, rule.horizon)
-    end
+    local units, cost = sl_member(newest[1])
+    local newest_at = integer(newest[2])
+    if not (units and cost and newest_at) or not expires(key) then return { corrupt = true, used = 0 } end
+    -- A clock that went back stands still: the window ends at the newest call.
+    local at = math.max(now_of(clock), newest_at)
+    local first = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(at - rule.window), '+inf', 'LIMIT', 0, 1)
+    local first_units, first_cost = sl_member(first[1])
+    if not first[1] then return { at = at, used = 0, units = units } end
+    if not (first_units and first_cost and first_units >= first_cost and units >= first_units) then return { corrupt = true, used = 0 } end
+    local before = first_units - first_cost
+    return { key = key, at = at, used = units - before, units = units, before = before, newest_at = newest_at }
+  end,
+
+  admits = function(rule, state, cost)
+    return (state and state.used or 0) + cost <= rule.limit
   end,
 }
+
+-- The first member (by rank, from `low`) whose <units> reach `target`: a binary search.
+local function sl_reaching(key, low, high, target)
+  while low < high do
+    local middle = math.floor((low + high) / 2)
+    local units = sl_member(redis.call('ZRANGE', key, middle, middle)[1])
+    if units and units >= target then high = middle else low = middle + 1 end
+  end
+  return redis.call('ZRANGE', key, low, low, 'WITHSCORES')
+end
+
+sliding_log.view = function(rule, state, cost, clock, reply)
+  local used = state and state.used or 0
+  reply[#reply + 1] = used
+  reply[#reply + 1] = used > 0 and state.newest_at + rule.window - state.at or 0
+  if used + cost <= rule.limit or cost > rule.limit then
+    reply[#reply + 1] = 0
+    return
+  end
+  -- The call fits once the oldest `used + cost - limit` units have left the window.
+  local from = state.at - rule.window
+  local low = redis.call('ZCOUNT', state.key, '-inf', fmt(from))
+  local high = redis.call('ZCARD', state.key) - 1
+  local entry = sl_reaching(state.key, low, high, state.before + used + cost - rule.limit)
+  reply[#reply + 1] = integer(entry[2]) + rule.window - state.at
+end
+
+-- Counts start again from 0 when they grow large, so that they stay exact:
+-- the members still in the window are written again, the others dropped.
+local function sl_rebase(key, rule, state)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(state.at - rule.window))
+  local members = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+  redis.call('DEL', key)
+  for i = 1, #members, 2 do
+    local units, cost = sl_member(members[i])
+    redis.call('ZADD', key, members[i + 1], sl_name(units - state.before, cost))
+  end
+  state.units = state.units - state.before
+  state.before = 0
+end
+
+sliding_log.write = function(key, rule, state, cost, clock)
+  local at, units = now_of(clock), 0
+  if state and state.used > 0 then
+    at, units = state.at, state.units
+    if units + cost > SL_REBASE then
+      sl_rebase(key, rule, state)
+      units = state.units
+    end
+    -- Drop a few members that left the window: at most SL_PRUNE per call, so
+    -- that no call does unbounded work, while the set never grows past what
+    -- the window holds plus what calls drop faster than they add.
+    local expired = redis.call('ZCOUNT', key, '-inf', fmt(at - rule.window))
+    if expired > 0 then redis.call('ZREMRANGEBYRANK', key, 0, math.min(expired, SL_PRUNE) - 1) end
+  elseif state then
+    redis.call('DEL', key) -- corrupt, or every member has left the window: start again from 0
+  end
+  redis.call('ZADD', key, at, sl_name(units + cost, cost))
+  keep(key, at - now_of(clock) + rule.window, clock)
+end
+
+-- Gives units back, newest first (a refund is most likely for the latest call).
+sliding_log.refund = function(key, rule, clock, cost)
+  local state = sliding_log.read(key, rule, clock)
+  if not state then return end
+  if state.corrupt or cost >= state.used then
+    redis.call('DEL', key)
+    return
+  end
+  local left = cost
+  while left > 0 do
+    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    local units, taken = sl_member(newest[1])
+    redis.call('ZREM', key, newest[1])
+    if taken > left then
+      redis.call('ZADD', key, newest[2], sl_name(units - left, taken - left))
+      taken = left
+    end
+    left = left - taken
+  end
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  keep(key, integer(newest[2]) + rule.window - now_of(clock), clock)
+end
+
+ALGORITHMS.sl = sliding_log

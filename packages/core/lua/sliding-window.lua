@@ -1,126 +1,126 @@
--- Mirrors src/algorithms/sliding-window.ts.
--- State: {segmentMs, newestSegment, count(newest - S), ..., count(newest)}.
+-- Mirrors src/algorithms/sliding-window.ts. The key holds
+-- "segmentMs:c0:...:cS", the counts of the newest counted segment and the S
+-- before it (oldest first), and expires when the newest count leaves the
+-- window: at that segment's end + windowMs. Its TTL tells where that segment
+-- lies from now.
+-- View: the phase (ms into the current segment), then c0..cS as seen from it.
 
-local SW_COUNTS = 3 -- index of the oldest counter in the state table
-
-local function sw_counts_at(rule, state, segment)
-  local slots = rule.segments + 1
-  local shift
-  if state == nil or state[1] ~= rule.seg_ms then shift = slots else shift = segment - state[2] end
-  local counts = {}
-  for i = 0, slots - 1 do
-    local from = i + shift
-    if from < slots then counts[i] = state[SW_COUNTS + from] else counts[i] = 0 end
+-- The counts and phase a stored state stands for now, and ms to the current segment's end.
+local function sw_seen(rule, counts, ttl)
+  local G, S = rule.seg_ms, rule.segments
+  local ends_in = ttl - rule.window -- ms until the newest counted segment ends
+  local shift, phase = 0, 0
+  if ends_in > G then
+    -- That segment is later than now's: the clock went back, and time stands
+    -- still for the key at the start of its newest segment.
+    return counts, 0, ends_in
+  elseif ends_in > 0 then
+    phase = G - ends_in
+  else
+    shift = math.floor(-ends_in / G) + 1
+    phase = -ends_in % G
   end
-  return counts
-end
-
-local function sw_ms_until_empty(rule, counts, segment, now)
-  for i = rule.segments, 0, -1 do
-    if counts[i] > 0 then return (segment + i + 1) * rule.seg_ms - now end
+  local seen = {}
+  for i = 0, S do
+    seen[i] = counts[i + shift] or 0
   end
-  return 0
-end
-
-local function sw_ms_until_fits(rule, counts, phase, cost)
-  local G = rule.seg_ms
-  local S = rule.segments
-  local newer = 0
-  for i = 1, S do newer = newer + counts[i] end
-  local elapsed = 0
-  local at = phase
-  for m = 0, S do
-    local oldest = counts[m]
-    local room = (rule.limit - cost - newer) * G
-    if room >= 0 then
-      if oldest == 0 then return elapsed end
-      local min_phase = G - floor_div(room, oldest)
-      if min_phase > at then return elapsed + min_phase - at end
-      return elapsed
-    end
-    elapsed = elapsed + G - at
-    at = 0
-    newer = newer - (counts[m + 1] or 0)
-  end
-  return elapsed
+  return seen, phase, G - phase
 end
 
 local sliding_window = {
-  -- Arguments per rule: limit, windowMs, segments.
-  fields = 3,
-  rule = function(argv, at)
-    local window = tonumber(argv[at + 1])
-    local segments = tonumber(argv[at + 2])
-    local seg_ms = window / segments
-    return { limit = tonumber(argv[at]), window = window, segments = segments, seg_ms = seg_ms, horizon = window + seg_ms, size = segments + 3 }
+  -- sw:<limit>:<windowMs>:<segments>
+  rule = function(f)
+    local seg_ms = f[3] / f[4]
+    return { limit = f[2], window = f[3], segments = f[4], seg_ms = seg_ms, tag = fmt(seg_ms) }
   end,
-  read = read_vector,
-  write = function(key, rule, next_state, ttl, ctx) set_state(key, join(next_state, rule.segments + 3), rule, ctx, ttl) end,
+
+  read = function(key, rule, clock)
+    local raw = get_string(key)
+    if not raw then return nil end
+    local counts = {}
+    local n = -1 -- counts[0..S]; the first field is the segment length
+    for field in string.gmatch(raw, '[^:]+') do
+      if n == -1 then
+        if field ~= rule.tag then return nil end -- another segment length: another grid
+      else
+        local count = integer(field)
+        if not count then return nil end
+        counts[n] = count
+      end
+      n = n + 1
+    end
+    if n ~= rule.segments + 1 then return nil end
+    local ttl = ttl_of(key, clock)
+    if not ttl then return nil end
+    local seen, phase, ends_in = sw_seen(rule, counts, ttl)
+    return { counts = seen, phase = phase, ends_in = ends_in }
+  end,
+
+  admits = function(rule, state, cost)
+    if not state then return cost <= rule.limit end
+    local G, counts = rule.seg_ms, state.counts
+    local newer = 0
+    for i = 1, rule.segments do newer = newer + counts[i] end
+    return counts[0] * (G - state.phase) + (newer + cost) * G <= rule.limit * G
+  end,
+
+  view = function(rule, state, cost, clock, reply)
+    if state then
+      reply[#reply + 1] = state.phase
+      for i = 0, rule.segments do reply[#reply + 1] = state.counts[i] end
+    else
+      reply[#reply + 1] = now_of(clock) % rule.seg_ms
+      for _ = 0, rule.segments do reply[#reply + 1] = 0 end
+    end
+  end,
 }
 
-sliding_window.decide = function(rule, state, now, cost, out)
-  local G = rule.seg_ms
-  local S = rule.segments
-  local segment = floor_div(now, G)
-  local at = now
-  if state and state[1] == G and state[2] > segment then
-    segment = state[2] -- the clock went back: stay in the later segment
-    at = segment * G
-  end
-  local phase = at - segment * G
-  local counts = sw_counts_at(rule, state, segment)
-
-  local newer = 0
-  for i = 1, S do newer = newer + counts[i] end
-  local estimate = counts[0] * (G - phase) + newer * G
-  local room = rule.limit * G
-  local after = estimate + cost * G
-
-  out.remaining_now = estimate < room and floor_div(room - estimate, G) or 0
-  out.reset_now = sw_ms_until_empty(rule, counts, segment, at)
-  out.delay = 0
-  if after <= room then
-    out.allowed = true
-    out.retry = 0
-    out.remaining = floor_div(room - after, G)
-    out.reset = (segment + 1) * G - at + rule.window
-    out.ttl = out.reset
-    local next_state = { G, segment }
-    for i = 0, S - 1 do next_state[SW_COUNTS + i] = counts[i] end
-    next_state[SW_COUNTS + S] = counts[S] + cost
-    return next_state
-  end
-  out.allowed = false
-  out.retry = cost > rule.limit and INFINITY or sw_ms_until_fits(rule, counts, phase, cost)
-  out.remaining = out.remaining_now
-  out.reset = out.reset_now
-  out.ttl = 0
-  return nil
+-- Stores counts whose newest (counts[S]) is the segment ending `ends_in` ms from now.
+local function sw_store(key, rule, counts, ends_in, clock)
+  local fields = { rule.tag }
+  for i = 0, rule.segments do fields[i + 2] = fmt(counts[i]) end
+  store(key, table.concat(fields, ':'), ends_in + rule.window, clock)
 end
 
-sliding_window.refund = function(rule, state, now, cost)
-  local G = rule.seg_ms
-  local S = rule.segments
-  local segment = floor_div(now, G)
-  local at = now
-  if state[1] == G and state[2] > segment then
-    segment = state[2]
-    at = segment * G
+sliding_window.write = function(key, rule, state, cost, clock)
+  local counts, ends_in
+  if state then
+    counts, ends_in = state.counts, state.ends_in
+  else
+    counts, ends_in = {}, rule.seg_ms - now_of(clock) % rule.seg_ms
+    for i = 0, rule.segments do counts[i] = 0 end
   end
-  local counts = sw_counts_at(rule, state, segment)
-  -- Give back from the newest segment first: that is where the call was most likely counted.
+  counts[rule.segments] = counts[rule.segments] + cost
+  sw_store(key, rule, counts, ends_in, clock)
+end
+
+-- Gives units back from the newest segment first, where the call was most
+-- likely counted. The state is then anchored at its newest segment that
+-- still counts something, which sets when it expires.
+sliding_window.refund = function(key, rule, clock, cost)
+  local state = sliding_window.read(key, rule, clock)
+  if not state then return forget_ended(key, clock) end
+  local S, counts = rule.segments, state.counts
   local left = cost
   for i = S, 0, -1 do
-    if left <= 0 then break end
     local take = math.min(left, counts[i])
     counts[i] = counts[i] - take
     left = left - take
   end
-  local ttl = sw_ms_until_empty(rule, counts, segment, at)
-  if ttl == 0 then return nil, 0 end
-  local next_state = { G, segment }
-  for i = 0, S do next_state[SW_COUNTS + i] = counts[i] end
-  return next_state, ttl
+  local newest = -1
+  for i = S, 0, -1 do
+    if counts[i] > 0 then
+      newest = i
+      break
+    end
+  end
+  if newest < 0 then
+    redis.call('DEL', key)
+    return
+  end
+  local anchored = {}
+  for i = 0, S do anchored[i] = counts[i - (S - newest)] or 0 end
+  sw_store(key, rule, anchored, state.ends_in - (S - newest) * rule.seg_ms, clock)
 end
 
-algorithms['sliding-window'] = sliding_window
+ALGORITHMS.sw = sliding_window

@@ -1,6 +1,5 @@
-export declare const ALGORITHM_FILES: Record<string, string[]>;
-export declare function assembleScript(algorithm?: string): string;
-export declare function assembleScripts(): Record<string, string>;
+import type { RedisLibrary } from '../src/stores/redis/library.js';
+export declare const FILES: string[];
 export declare function sha1(text: string): string;
-export declare function renderModule(scripts: Record<string, string>): string;
-export declare const CONSUME_FILES: Record<string, string>;
+export declare function assembleLibrary(): RedisLibrary;
+export declare function renderModule(library: RedisLibrary): string;

@@ -1,142 +1,78 @@
 #!/usr/bin/env node
-// Assembles packages/core/lua/*.lua into the scripts the Redis store runs: one
-// per algorithm (used when every rule of a limiter has that algorithm), one
-// that serves every algorithm (rule sets that mix them), and the flat consume
-// scripts of lua/consume/ (one rule, server clock). Writes them with their
-// SHA-1s to src/stores/lua.generated.ts (committed, so the sources type-check
-// and test without a build; a test fails when it is stale). Run by
+// Assembles packages/core/lua/*.lua into Floodgate's Redis library: the files
+// concatenated in a fixed order, then either the registration of its two
+// functions (FUNCTION LOAD, then FCALL: the default) or a dispatch line that
+// makes the same text a script (EVALSHA, where Functions are unavailable).
+// Writes src/stores/redis/library.generated.ts (committed, so the sources
+// type-check and test without a build; a test fails when it is stale). Run by
 // `pnpm build`; `node scripts/build-lua.mjs --check` only checks.
 //
-// Redis runs a script's whole body on every call, and creating a Lua function
-// costs about as much as a Redis command: a script keeps only the helpers of
-// lib.lua and meter.lua that its own code references.
+// The library's name and its functions' names carry a hash of its text, so
+// that two versions of Floodgate can share one Redis: function names are
+// global to a server, and each version calls its own.
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const LUA_DIR = new URL('../lua/', import.meta.url);
-const TARGET = new URL('../src/stores/lua.generated.ts', import.meta.url);
+const TARGET = new URL('../src/stores/redis/library.generated.ts', import.meta.url);
 
-/** Files whose definitions a script keeps only when something references them. */
-const LIBRARIES = ['lib.lua', 'meter.lua'];
-
-/** The files of each algorithm, in the order they are assembled. */
-export const ALGORITHM_FILES = {
-  'fixed-window': ['fixed-window.lua'],
-  'sliding-window': ['sliding-window.lua'],
-  'sliding-log': ['sliding-log.lua'],
-  'token-bucket': ['token-bucket.lua'],
-  'leaky-bucket': ['leaky-bucket.lua'],
-  gcra: ['gcra.lua'],
-  concurrency: ['concurrency.lua'],
-};
-
-const read = (file) => readFileSync(new URL(file, LUA_DIR), 'utf8').trimEnd();
-const section = (file, text) => `-- ${file}\n${text}\n`;
-
-/** Top-level blocks (separated by blank lines) and the names each defines. */
-function blocks(text) {
-  return text.split(/\n\s*\n/).map((block) => ({
-    text: block,
-    defines: [...block.matchAll(/^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)/gm)].map((m) => m[1]),
-  }));
-}
-
-const references = (text, name) => new RegExp(`\\b${name}\\b`).test(text);
-
-/**
- * The script for `algorithm` (or for every algorithm when undefined): the
- * libraries' blocks that something else references, the algorithms, and main.
- */
-export function assembleScript(algorithm) {
-  const names = algorithm === undefined ? Object.keys(ALGORITHM_FILES) : [algorithm];
-  const single = algorithm === undefined ? 'local SINGLE = nil' : `local SINGLE = algorithms['${algorithm}']`;
-  const own = [
-    ...names.flatMap((name) => ALGORITHM_FILES[name].map((file) => section(file, read(file)))),
-    section('main.lua', `${single}\n\n${read('main.lua')}`),
-  ];
-  const library = LIBRARIES.map((file) => ({ file, blocks: blocks(read(file)) }));
-  // Drop blocks whose names nothing else uses, until nothing more can go.
-  for (let changed = true; changed; ) {
-    changed = false;
-    for (const lib of library) {
-      for (const block of lib.blocks) {
-        if (block.defines.length === 0) continue;
-        const elsewhere = [...own, ...library.flatMap((l) => l.blocks.filter((b) => b !== block).map((b) => b.text))].join('\n');
-        if (!block.defines.some((name) => references(elsewhere, name))) {
-          lib.blocks = lib.blocks.filter((b) => b !== block);
-          changed = true;
-        }
-      }
-    }
-  }
-  const kept = library
-    .filter((lib) => lib.blocks.some((b) => b.defines.length > 0))
-    .map((lib) => section(lib.file, lib.blocks.map((b) => b.text).join('\n\n')));
-  return [...kept, ...own].join('\n');
-}
-
-/**
- * The consume of one rule under the server clock, for the algorithms that have
- * one: the hot path, a flat script (lua/consume/<name>.lua) that shares the
- * state layout of the general one. `bucket` serves token-bucket and
- * leaky-bucket; `sliding-window`, rules of one segment.
- */
-export const CONSUME_FILES = {
-  'fixed-window': 'consume/fixed-window.lua',
-  gcra: 'consume/gcra.lua',
-  'sliding-window': 'consume/sliding-window.lua',
-  bucket: 'consume/bucket.lua',
-};
-
-/** Every script: one per algorithm, `all`, and `consume:<algorithm>` for the algorithms in CONSUME_FILES. */
-export function assembleScripts() {
-  return Object.fromEntries([
-    ...Object.keys(ALGORITHM_FILES).map((name) => [name, assembleScript(name)]),
-    ['all', assembleScript(undefined)],
-    ...Object.entries(CONSUME_FILES).map(([name, file]) => [`consume:${name}`, `${read(file)}\n`]),
-  ]);
-}
+/** The library's files, in the order they are concatenated: each uses only what comes before it. */
+export const FILES = ['prelude.lua', 'fixed-window.lua', 'sliding-window.lua', 'meter.lua', 'sliding-log.lua', 'concurrency.lua', 'calls.lua'];
 
 export const sha1 = (text) => createHash('sha1').update(text).digest('hex');
 
-export function renderModule(scripts) {
-  const entries = Object.entries(scripts).map(
-    ([name, source]) => `  ${JSON.stringify(name)}: {\n    source: ${JSON.stringify(source)},\n    sha1: '${sha1(source)}',\n  },`,
-  );
+export function assembleLibrary() {
+  const body = FILES.map((file) => `-- ${file}\n${readFileSync(new URL(file, LUA_DIR), 'utf8').trimEnd()}\n`).join('\n');
+  const version = sha1(body).slice(0, 12);
+  const name = `floodgate_${version}`;
+  const write = `fg_${version}`;
+  const readOnly = `fg_${version}_ro`;
+  const functions = [
+    `#!lua name=${name}`,
+    body,
+    `redis.register_function{ function_name = '${write}', callback = function(keys, args) return call(keys, args, false) end }`,
+    `redis.register_function{ function_name = '${readOnly}', callback = function(keys, args) return call(keys, args, true) end, flags = { 'no-writes' } }`,
+    '',
+  ].join('\n');
+  // A shebang makes Redis check for OOM before the script runs, as it does for functions.
+  const script = (flags, readOnlyCall) => `#!lua${flags}\n${body}\nreturn call(KEYS, ARGV, ${readOnlyCall})\n`;
+  const writeScript = script('', 'false');
+  const readOnlyScript = script(' flags=no-writes', 'true');
+  return {
+    name,
+    functions,
+    write,
+    readOnly,
+    scripts: { write: { source: writeScript, sha1: sha1(writeScript) }, readOnly: { source: readOnlyScript, sha1: sha1(readOnlyScript) } },
+  };
+}
+
+export function renderModule(library) {
   return [
     '// Generated by scripts/build-lua.mjs from packages/core/lua/*.lua. Do not edit: edit the .lua files and run `pnpm build`.',
+    "import type { RedisLibrary } from './library.js';",
     '',
-    '/** A Redis script and its SHA-1, for EVALSHA. */',
-    'export interface LuaScript {',
-    '  readonly source: string;',
-    '  readonly sha1: string;',
-    '}',
-    '',
-    '/** The scripts behind RedisStore: one per algorithm (rule sets of one algorithm), and `all` (rule sets that mix them). */',
-    'export const SCRIPTS = {',
-    ...entries,
-    '} as const satisfies Record<string, LuaScript>;',
+    `export const LIBRARY: RedisLibrary = ${JSON.stringify(library, null, 2)};`,
     '',
   ].join('\n');
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const expected = renderModule(assembleScripts());
-  const current = (() => {
-    try {
-      return readFileSync(TARGET, 'utf8');
-    } catch {
-      return '';
-    }
-  })();
+  const expected = renderModule(assembleLibrary());
+  let current = '';
+  try {
+    current = readFileSync(TARGET, 'utf8');
+  } catch {
+    // not generated yet
+  }
   if (process.argv.includes('--check')) {
     if (current !== expected) {
-      console.error('src/stores/lua.generated.ts is stale: run `pnpm --filter @floodgate/core build`.');
+      console.error('src/stores/redis/library.generated.ts is stale: run `pnpm --filter @floodgate/core build`.');
       process.exit(1);
     }
   } else if (current !== expected) {
     writeFileSync(TARGET, expected);
-    console.log('wrote src/stores/lua.generated.ts');
+    console.log('wrote src/stores/redis/library.generated.ts');
   }
 }

@@ -6,7 +6,7 @@ import type { RuleDecision } from './stores/types.js';
  * denying rule with the largest `retryAfterMs`; when allowed, the rule with
  * the smallest `remaining` (the first one on ties).
  */
-export interface Decision extends Omit<RuleDecision, 'name'> {
+export interface Decision extends Omit<RuleDecision, 'name' | 'scope'> {
   /** Whether every rule admits the call. `limit`, `remaining`, `resetMs` and `retryAfterMs` are the binding rule's; `delayMs` is the largest delay of all rules. */
   allowed: boolean;
   /** The binding rule's name (`'default'` for the shorthand). */

@@ -9,7 +9,8 @@ export type { Decision } from './decision.js';
 export { type ErrorCode, ErrorCodes, FloodgateError, isFloodgateError } from './errors.js';
 export type { HeadersMode } from './http/headers.js';
 export type { ForwardedForOptions, HeaderKeyOptions, IpKeyOptions, KeyBy, KeyFunction } from './http/keys.js';
-export { type ConsumeOptions, createLimiter, type Limiter, type LimiterEvents, MAX_KEY_BYTES, type StoreOperation } from './limiter.js';
+export { type Keys, MAX_KEY_BYTES } from './keys.js';
+export { type ConsumeOptions, createLimiter, type Limiter, type LimiterEvents, type StoreOperation } from './limiter.js';
 export type { InsuranceLimiter, LimiterOptions, StoreErrorPolicy } from './options.js';
 export {
   RedisRuleSource,
@@ -19,5 +20,6 @@ export {
 } from './rule-source.js';
 export { type AlgorithmName, algorithms, type CompiledRule, type RuleOptions } from './rules.js';
 export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store.js';
+export type { Reply } from './stores/redis/connection.js';
 export { type IoRedisLike, type NodeRedisLike, type RedisClient, RedisStore, type RedisStoreOptions } from './stores/redis-store.js';
-export type { Awaitable, RuleDecision, RuleSet, Store } from './stores/types.js';
+export type { Awaitable, RuleDecision, RuleSet, Store, StoreKeys } from './stores/types.js';

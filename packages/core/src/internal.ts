@@ -2,7 +2,7 @@
  * @packageDocumentation
  * Floodgate's building blocks, for its own tests, bench and simulator, and
  * for people writing a store: the pure algorithms, rule compilation and the
- * Redis scripts. No stability promise: names here may change in any release.
+ * Redis library. No stability promise: names here may change in any release.
  */
 export {
   concurrency,
@@ -26,6 +26,8 @@ export {
 } from './algorithms/index.js';
 export { combine } from './decision.js';
 export { draft8Headers, legacyHeaders } from './http/headers.js';
+export { type Keying, keyingOf, storeKeys } from './keys.js';
 export { compileRule, compileRules } from './rules.js';
-export { type LuaScript, SCRIPTS as REDIS_SCRIPTS } from './stores/lua.generated.js';
-export { type RedisEvaluation, type RedisOperation, ruleHorizon } from './stores/redis-store.js';
+export { LIBRARY as REDIS_LIBRARY } from './stores/redis/library.generated.js';
+export type { LuaScript, RedisLibrary } from './stores/redis/library.js';
+export { type RuleView, viewOf } from './stores/redis/views.js';

@@ -132,17 +132,17 @@ describe('createLimiter on the memory store', () => {
     expect((await limiter.peek('k')).remaining).toBe(1);
   });
 
-  it('stores keys longer than 256 bytes as their SHA-256, keeping distinct keys distinct', async () => {
+  it('stores keys longer than 256 bytes as their SHA-256, in a namespace no raw key can reach', async () => {
     const seen: string[] = [];
     const memory = new MemoryStore();
     const recording: Store = {
-      consume: (key, ruleSet: RuleSet, cost, now) => {
-        seen.push(key);
-        return memory.consume(key, ruleSet, cost, now);
+      consume: (keys, ruleSet: RuleSet, cost, now) => {
+        seen.push(keys as string);
+        return memory.consume(keys, ruleSet, cost, now);
       },
-      peek: (key, ruleSet, now) => memory.peek(key, ruleSet, now),
-      refund: (key, ruleSet, cost, now) => memory.refund(key, ruleSet, cost, now),
-      reset: (key, ruleSet) => memory.reset(key, ruleSet),
+      peek: (keys, ruleSet, now) => memory.peek(keys, ruleSet, now),
+      refund: (keys, ruleSet, cost, now) => memory.refund(keys, ruleSet, cost, now),
+      reset: (keys, ruleSet) => memory.reset(keys, ruleSet),
     };
     const limiter = createLimiter({ limit: 1, windowMs: 60_000, store: recording });
     const long = 'x'.repeat(300);
@@ -150,12 +150,23 @@ describe('createLimiter on the memory store', () => {
     await limiter.consume(`${long}b`);
     await limiter.consume('é'.repeat(128)); // 256 bytes: kept
     await limiter.consume('é'.repeat(129)); // 258 bytes: hashed
-    expect(seen[0]).toMatch(/^sha256:[0-9a-f]{64}$/);
-    expect(seen[1]).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(seen[0]).toMatch(/^%sha256=[0-9a-f]{64}$/);
+    expect(seen[1]).toMatch(/^%sha256=[0-9a-f]{64}$/);
     expect(seen[0]).not.toBe(seen[1]);
     expect(seen[2]).toBe('é'.repeat(128));
-    expect(seen[3]).toMatch(/^sha256:/);
+    expect(seen[3]).toMatch(/^%sha256=/);
     expect((await limiter.consume(`${long}a`)).allowed).toBe(false);
+    // The hash of a long key, sent as a key of its own, is another key: it cannot spend the long key's budget.
+    const hex = (seen[0] as string).slice('%sha256='.length);
+    for (const raw of [`sha256:${hex}`, `%sha256=${hex}`]) expect((await limiter.consume(raw)).allowed).toBe(true);
+  });
+
+  it('reads a lone surrogate as U+FFFD, as it reaches Redis, so that both stores see the same key', async () => {
+    const limiter = createLimiter({ limit: 1, windowMs: 60_000 });
+    expect((await limiter.consume('user\uD800')).allowed).toBe(true);
+    expect((await limiter.consume('user\uDC00')).allowed).toBe(false);
+    expect((await limiter.consume('user\uFFFD')).allowed).toBe(false);
+    expect((await limiter.consume('user\uD83D\uDE00')).allowed).toBe(true); // a pair is a character
   });
 
   it('takes new rules on the next call and keeps the state of rules whose name and algorithm stay', async () => {
@@ -258,6 +269,22 @@ describe('when the store fails', () => {
     for (let i = 0; i < 3; i++) results.push((await limiter.consume('k')).allowed);
     expect(results).toEqual([true, true, false]);
     expect((await limiter.consume('k')).storeError?.message).toBe('connection refused');
+  });
+
+  it("gives an insurance limiter's leases back to it, not to the failing store", async () => {
+    // During an outage, a concurrency limit of 2 kept by the insurance: released leases make room again.
+    const insurance = createLimiter({ algorithm: 'concurrency', limit: 2, windowMs: 60_000, now: manualClock().now });
+    const limiter = createLimiter({ algorithm: 'concurrency', limit: 2, windowMs: 60_000, store: brokenStore('reject'), onStoreError: insurance });
+    limiter.on('error', () => {});
+    const allowed: boolean[] = [];
+    for (let i = 0; i < 5; i++) {
+      const decision = await limiter.consume('k');
+      allowed.push(decision.allowed);
+      expect(decision.leaseId).toMatch(/^~1\./); // a lease of the insurance, marked so
+      await limiter.release('k', decision.leaseId as string);
+    }
+    expect(allowed).toEqual([true, true, true, true, true]);
+    expect((await insurance.peek('k')).remaining).toBe(2);
   });
 
   it('answers within timeoutMs when the store never answers', async () => {
@@ -417,6 +444,33 @@ describe('option validation', () => {
   it('explains names from other libraries', () => {
     expect(() => createLimiter({ max: 5, windowMs: 1000 } as never)).toThrow(/Floodgate calls it 'limit'/);
     expect(() => createLimiter({ limit: 5, windowMs: 1000, keyGenerator: () => 'k' } as never)).toThrow(/'key'/);
+  });
+
+  it("names an unknown option plainly, even one called like an object's own properties", () => {
+    for (const name of ['constructor', 'toString', 'hasOwnProperty', '__proto__']) {
+      const options = JSON.parse(`{ "limit": 5, "windowMs": 1000, "${name}": 1 }`);
+      let message = '';
+      try {
+        createLimiter(options);
+      } catch (error) {
+        message = (error as Error).message;
+      }
+      expect(message, name).toMatch(new RegExp(`has no option '${name}'`));
+      expect(message, name).not.toMatch(/native code|function/);
+    }
+  });
+
+  it('rejects options updateRules() does not take, as createLimiter() does', () => {
+    const limiter = createLimiter({ limit: 5, windowMs: 1000 });
+    for (const options of [
+      { limit: 5, windowMs: 1000, prefix: 'x' },
+      { limit: 5, windowMs: 1000, timeoutMs: 10 },
+      { max: 5, windowMs: 1000 },
+    ]) {
+      expect(() => limiter.updateRules(options as never)).toThrow(expect.objectContaining({ code: 'ERR_FG_UNKNOWN_OPTION' }));
+    }
+    expect(() => limiter.updateRules([{ limit: 5, windowMs: 1000, prefix: 'x' }] as never)).toThrow(expect.objectContaining({ code: 'ERR_FG_UNKNOWN_OPTION' }));
+    expect(limiter.rules[0]?.limit).toBe(5);
   });
 
   it('fuzzed option objects either build a limiter or throw a FloodgateError, never another error', () => {

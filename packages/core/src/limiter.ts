@@ -4,22 +4,32 @@ import { combine, type Decision } from './decision.js';
 import { DenyCache } from './deny-cache.js';
 import { describe, ErrorCodes, FloodgateError } from './errors.js';
 import { Emitter } from './events.js';
-import { type LimiterConfiguration, type LimiterOptions, parseLimiterOptions, parseRules, type StoreErrorPolicy } from './options.js';
+import { joinedKeys, type Keying, type Keys, keyingOf, storeKeys } from './keys.js';
+import {
+  type LimiterConfiguration,
+  type LimiterOptions,
+  limiterOptionNames,
+  parseLimiterOptions,
+  parseRules,
+  rejectUnknownKeys,
+  ruleShorthandNames,
+  type StoreErrorPolicy,
+} from './options.js';
 import type { CompiledRule, RuleOptions } from './rules.js';
-import type { RuleDecision, RuleSet, Store } from './stores/types.js';
+import type { RuleDecision, RuleSet, Store, StoreKeys } from './stores/types.js';
 
 /** Events of a limiter. Payloads are built only when someone listens. */
 export interface LimiterEvents {
   /** A call was admitted. */
-  allowed: { key: string; rule: string; decision: Decision; latencyMs: number };
+  allowed: { key: Keys; rule: string; decision: Decision; latencyMs: number };
   /** A call was denied. */
-  limited: { key: string; rule: string; decision: Decision; latencyMs: number };
+  limited: { key: Keys; rule: string; decision: Decision; latencyMs: number };
   /**
    * The store failed or timed out. `decision` is what onStoreError decided for a
    * consume or peek (absent when a refund or a lease release failed); `latencyMs`
    * is how long the call took to fail (timeoutMs for a store that did not answer).
    */
-  error: { key: string; error: Error; operation: StoreOperation; decision?: Decision; latencyMs: number };
+  error: { key: Keys; error: Error; operation: StoreOperation; decision?: Decision; latencyMs: number };
 }
 
 /** The limiter call a store error happened in. */
@@ -30,24 +40,22 @@ export interface ConsumeOptions {
   cost?: number;
 }
 
-/** Keys longer than this many UTF-8 bytes are stored as their SHA-256, so a client cannot bloat the store. */
-export const MAX_KEY_BYTES = 256;
-
 /**
  * Rules + a store + events. Knows no HTTP: adapters call it, and so can any
- * code that needs to limit something.
+ * code that needs to limit something. A call names its key (`'user:42'`), or
+ * one key per scope its rules use (`{ ip: '203.0.113.9', user: 'u42' }`).
  */
 export interface Limiter {
   /** Decides a call and, when every rule admits it, records it. */
-  consume(key: string, options?: ConsumeOptions): Promise<Decision>;
+  consume(keys: Keys, options?: ConsumeOptions): Promise<Decision>;
   /** The decision a call of cost 1 would get now; consumes nothing. `remaining` = units available now. */
-  peek(key: string): Promise<Decision>;
-  /** Forgets the key in every rule. */
-  reset(key: string): Promise<void>;
-  /** Gives `cost` units back to every rule of the key, never above capacity (used by skipSuccessfulRequests). */
-  refund(key: string, options?: ConsumeOptions): Promise<void>;
-  /** Ends the lease an admitted call took under concurrency rules (`decision.leaseId`). Adapters call it when the response ends. */
-  release(key: string, leaseId: string): Promise<void>;
+  peek(keys: Keys): Promise<Decision>;
+  /** Forgets the keys in every rule. */
+  reset(keys: Keys): Promise<void>;
+  /** Gives `cost` units back to every rule, never above capacity (used by skipSuccessfulRequests). */
+  refund(keys: Keys, options?: ConsumeOptions): Promise<void>;
+  /** Ends the lease an admitted call took under concurrency rules (`decision.leaseId`). Adapters call it when the request's work is over. */
+  release(keys: Keys, leaseId: string): Promise<void>;
   /** Replaces the rules; takes effect on the next call. State is kept for rules whose name and algorithm stay. */
   updateRules(rules: readonly RuleOptions[] | RuleOptions): void;
   /** The rules in force, validated and with defaults filled in. */
@@ -57,34 +65,30 @@ export interface Limiter {
   now(): number;
   on<E extends keyof LimiterEvents>(event: E, listener: (payload: LimiterEvents[E]) => void): () => void;
   off<E extends keyof LimiterEvents>(event: E, listener: (payload: LimiterEvents[E]) => void): void;
+  /** Releases what the limiter owns: the store it created (a store you passed in stays yours to close). */
+  close(): Promise<void>;
 }
 
-function checkCost(options: ConsumeOptions | undefined): number {
-  const cost = options?.cost ?? 1;
+/** The clock's values stay below this (about 35 000 years of ms), so that adding a window to one stays exact. */
+const MAX_NOW = 2 ** 50;
+
+const consumeOptionNames = new Set(['cost']);
+
+function checkCost(options: ConsumeOptions | undefined, where: string): number {
+  if (options === undefined) return 1;
+  if (typeof options !== 'object' || options === null) {
+    throw new FloodgateError(ErrorCodes.OPTION, `${where} options must be an object like { cost: 2 }, got ${describe(options)}.`);
+  }
+  for (const name in options) {
+    if (!consumeOptionNames.has(name)) {
+      throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `${where} has no option '${name}'; it takes cost.`);
+    }
+  }
+  const cost = options.cost ?? 1;
   if (!Number.isSafeInteger(cost) || cost < 1) {
     throw new FloodgateError(ErrorCodes.COST, `cost must be a positive integer, got ${describe(cost)}.`);
   }
   return cost;
-}
-
-async function sha256Hex(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(text));
-  let hex = '';
-  for (const byte of new Uint8Array(digest)) hex += byte.toString(16).padStart(2, '0');
-  return hex;
-}
-
-/** The key as stores see it: checked, and hashed when it is long. */
-function storeKey(key: unknown): string | Promise<string> {
-  if (typeof key !== 'string' || key.length === 0) {
-    throw new FloodgateError(
-      ErrorCodes.KEY,
-      `The key must be a non-empty string, got ${describe(key)}. Check the key function or the value passed to consume().`,
-    );
-  }
-  // A UTF-16 unit is at most 3 UTF-8 bytes: only long keys need measuring.
-  if (key.length * 3 <= MAX_KEY_BYTES || new TextEncoder().encode(key).length <= MAX_KEY_BYTES) return key;
-  return sha256Hex(key).then((hex) => `sha256:${hex}`);
 }
 
 class StoreTimeoutError extends FloodgateError {
@@ -116,15 +120,31 @@ function unavailable(): FloodgateError {
   return new FloodgateError(ErrorCodes.STORE_UNAVAILABLE, 'The store failed several times in a row; it is given a moment before the next try.');
 }
 
+/**
+ * Whether a store error is about one key's state, not the store: the store
+ * answered, but what it holds for these keys cannot be read. Such errors do
+ * not open the breaker for every key; the keys' state is reset instead.
+ */
+const isStateError = (error: unknown): boolean => error instanceof FloodgateError && error.code === ErrorCodes.STORE_REPLY;
+
+/** What the limiter needs per rule set, built once when its rules change. */
+interface Active {
+  readonly ruleSet: RuleSet;
+  readonly keying: Keying;
+  /** Whether a rule is a concurrency rule: calls then take leases. */
+  readonly leasing: boolean;
+}
+
+/** Lease ids the insurance limiter gave: released there, not against the (failing) store. */
+const INSURED = '~';
+
 class RateLimiter implements Limiter {
-  private ruleSet: RuleSet;
+  private active: Active;
   readonly store: Store;
   private readonly config: LimiterConfiguration;
   private readonly events = new Emitter<LimiterEvents>();
   private readonly breaker = new Breaker();
   private readonly denials: DenyCache | undefined;
-  /** Whether a rule in force is a concurrency rule: calls then take leases. */
-  private leasing: boolean;
   /** Whether anyone listens to 'allowed', 'limited' or 'error': only then is a call timed. */
   private timed = false;
   /** Whether anyone listens to 'allowed' or 'limited': only then is their event built. */
@@ -135,20 +155,31 @@ class RateLimiter implements Limiter {
   constructor(config: LimiterConfiguration) {
     this.config = config;
     this.store = config.store;
-    this.ruleSet = { prefix: config.prefix, rules: config.rules };
+    this.active = this.activate(config.rules);
     this.denials = config.localDenyCacheKeys > 0 ? new DenyCache(config.localDenyCacheKeys) : undefined;
-    this.leasing = config.rules.some((rule) => rule.algorithm === 'concurrency');
+  }
+
+  private activate(rules: readonly CompiledRule[]): Active {
+    const now = () => this.now();
+    return {
+      ruleSet: { prefix: this.config.prefix, rules, now },
+      keying: keyingOf(rules),
+      leasing: rules.some((rule) => rule.algorithm === 'concurrency'),
+    };
   }
 
   get rules(): readonly CompiledRule[] {
-    return this.ruleSet.rules;
+    return this.active.ruleSet.rules;
   }
 
   now(): number {
     const now = this.config.now();
-    if (Number.isSafeInteger(now)) return now; // Date.now() and any sane clock
-    if (!Number.isFinite(now)) {
-      throw new FloodgateError(ErrorCodes.OPTION, `The limiter's clock (now option) returned ${describe(now)}; it must return ms as a finite number.`);
+    if (Number.isSafeInteger(now) && now >= 0 && now <= MAX_NOW) return now; // Date.now() and any sane clock
+    if (typeof now !== 'number' || !Number.isFinite(now) || now < 0 || now > MAX_NOW) {
+      throw new FloodgateError(
+        ErrorCodes.OPTION,
+        `The limiter's clock (now option) returned ${describe(now)}; it must return ms since the epoch, from 0 to 2^50.`,
+      );
     }
     return Math.floor(now);
   }
@@ -173,19 +204,31 @@ class RateLimiter implements Limiter {
     if (typeof rules !== 'object' || rules === null) {
       throw new FloodgateError(ErrorCodes.RULES, `updateRules() takes a list of rules or one rule, got ${describe(rules)}.`);
     }
+    if (!Array.isArray(rules))
+      rejectUnknownKeys(
+        rules,
+        ruleShorthandNames,
+        'updateRules()',
+        limiterOptionNames,
+        'updateRules() takes rules; other options are fixed when the limiter is created',
+      );
     const compiled = Array.isArray(rules) ? parseRules({ rules }, 'updateRules()') : parseRules(rules as RuleOptions, 'updateRules()');
-    this.ruleSet = { prefix: this.config.prefix, rules: compiled };
-    this.leasing = compiled.some((rule) => rule.algorithm === 'concurrency');
+    this.active = this.activate(compiled);
     this.denials?.clear();
   }
 
-  consume(key: string, options?: ConsumeOptions): Promise<Decision> {
+  async close(): Promise<void> {
+    if (this.config.ownsStore) await this.store.close?.();
+  }
+
+  consume(keys: Keys, options?: ConsumeOptions): Promise<Decision> {
     // Not an async function: with a store that answers synchronously (MemoryStore) the
     // decision is made here and now, without the frame and promises an async function allocates.
     try {
-      const cost = checkCost(options);
-      const id = storeKey(key);
-      const decision = typeof id === 'string' ? this.decide(key, id, cost) : id.then((hashed) => this.decide(key, hashed, cost));
+      const cost = checkCost(options, 'consume()');
+      const active = this.active;
+      const ids = storeKeys(active.keying, keys);
+      const decision = isPromise(ids) ? ids.then((resolved) => this.decide(keys, resolved, cost, active)) : this.decide(keys, ids, cost, active);
       return isPromise(decision) ? decision : Promise.resolve(decision);
     } catch (error) {
       return Promise.reject(error);
@@ -193,36 +236,36 @@ class RateLimiter implements Limiter {
   }
 
   /** Decides a call: synchronously when the store and the deny cache can, else a promise. */
-  private decide(key: string, id: string, cost: number): Decision | Promise<Decision> {
-    const ruleSet = this.ruleSet;
+  private decide(keys: Keys, ids: StoreKeys, cost: number, active: Active): Decision | Promise<Decision> {
+    const ruleSet = active.ruleSet;
     const started = this.timed ? performance.now() : -1;
     const now = this.now();
-    const remembered = this.denials?.lookup(id, cost, now);
-    if (remembered !== undefined) return this.report(key, remembered, started);
-    if (!this.breaker.allows()) return this.storeFailed(key, unavailable(), ruleSet, cost, 'consume', started);
-    const leaseId = this.leasing ? `${cost}.${crypto.randomUUID()}` : undefined;
+    const remembered = this.denials?.lookup(joinedKeys(ids), cost, now);
+    if (remembered !== undefined) return this.report(keys, remembered, started);
+    if (!this.breaker.allows()) return this.storeFailed(keys, unavailable(), ruleSet, cost, 'consume', started);
+    const leaseId = active.leasing ? `${cost}.${crypto.randomUUID()}` : undefined;
     let result: RuleDecision[] | Promise<RuleDecision[]>;
     try {
-      result = this.store.consume(id, ruleSet, cost, now, leaseId);
+      result = this.store.consume(ids, ruleSet, cost, now, leaseId);
     } catch (error) {
-      return this.consumeFailed(key, error, ruleSet, cost, started);
+      return this.consumeFailed(keys, ids, error, ruleSet, cost, started);
     }
     // Anything but a promise is the store's answer; decided() treats one that is not a list of decisions as a failure.
-    if (Array.isArray(result) || !isPromise(result)) return this.decided(key, id, cost, now, leaseId, ruleSet, result, started);
+    if (Array.isArray(result) || !isPromise(result)) return this.decided(keys, ids, cost, now, leaseId, active, result, started);
     return withTimeout(result, this.config.timeoutMs).then(
-      (rules) => this.decided(key, id, cost, now, leaseId, ruleSet, rules, started),
-      (error: unknown) => this.consumeFailed(key, error, ruleSet, cost, started),
+      (rules) => this.decided(keys, ids, cost, now, leaseId, active, rules, started),
+      (error: unknown) => this.consumeFailed(keys, ids, error, ruleSet, cost, started),
     );
   }
 
   /** What the store answered, as a Decision: remembered, reported, with its lease. */
   private decided(
-    key: string,
-    id: string,
+    keys: Keys,
+    ids: StoreKeys,
     cost: number,
     now: number,
     leaseId: string | undefined,
-    ruleSet: RuleSet,
+    active: Active,
     rules: RuleDecision[],
     started: number,
   ): Decision | Promise<Decision> {
@@ -230,111 +273,139 @@ class RateLimiter implements Limiter {
     try {
       decision = combine(rules);
     } catch (error) {
-      return this.consumeFailed(key, error, ruleSet, cost, started); // a store that answered nonsense
+      return this.consumeFailed(keys, ids, error, active.ruleSet, cost, started); // a store that answered nonsense
     }
     this.breaker.succeeded();
     if (leaseId !== undefined && decision.allowed) decision.leaseId = leaseId;
     if (this.denials !== undefined) {
       // A lease can end at any moment in any process: a concurrency denial says nothing about the next call.
-      if (decision.allowed || this.leasing) this.denials.forget(id);
-      else this.denials.remember(id, cost, decision, now);
+      if (decision.allowed || active.leasing) this.denials.forget(joinedKeys(ids));
+      else this.denials.remember(joinedKeys(ids), cost, decision, now);
     }
-    return this.report(key, decision, started);
+    return this.report(keys, decision, started);
   }
 
-  private consumeFailed(key: string, error: unknown, ruleSet: RuleSet, cost: number, started: number): Promise<Decision> {
-    this.breaker.failed();
-    return this.storeFailed(key, asError(error), ruleSet, cost, 'consume', started);
+  private consumeFailed(keys: Keys, ids: StoreKeys, error: unknown, ruleSet: RuleSet, cost: number, started: number): Promise<Decision> {
+    this.failed(ids, ruleSet, error);
+    return this.storeFailed(keys, asError(error), ruleSet, cost, 'consume', started);
+  }
+
+  /** Counts a failure for the breaker, unless only these keys' state is to blame: that state is reset instead. */
+  private failed(ids: StoreKeys, ruleSet: RuleSet, error: unknown): void {
+    if (!isStateError(error)) {
+      this.breaker.failed();
+      return;
+    }
+    this.breaker.succeeded();
+    try {
+      const reset = this.store.reset(ids, ruleSet);
+      if (isPromise(reset)) reset.catch(() => {});
+    } catch {
+      // the next call fails the same way, and tries again
+    }
   }
 
   /** Emits 'allowed' or 'limited' when someone listens to them (the call was then timed). */
-  private report(key: string, decision: Decision, started: number): Decision {
+  private report(keys: Keys, decision: Decision, started: number): Decision {
     if (this.reporting && started >= 0) {
       const event = decision.allowed ? 'allowed' : 'limited';
-      this.events.emit(event, { key, rule: decision.rule, decision, latencyMs: performance.now() - started });
+      this.events.emit(event, { key: keys, rule: decision.rule, decision, latencyMs: performance.now() - started });
     }
     return decision;
   }
 
-  async peek(key: string): Promise<Decision> {
-    const id = await storeKey(key);
-    const ruleSet = this.ruleSet;
+  async peek(keys: Keys): Promise<Decision> {
+    const active = this.active;
+    const ids = await storeKeys(active.keying, keys);
+    const ruleSet = active.ruleSet;
     const started = this.timed ? performance.now() : -1;
-    if (!this.breaker.allows()) return this.storeFailed(key, unavailable(), ruleSet, 1, 'peek', started);
+    if (!this.breaker.allows()) return this.storeFailed(keys, unavailable(), ruleSet, 1, 'peek', started);
     try {
-      const result = this.store.peek(id, ruleSet, this.now());
+      const result = this.store.peek(ids, ruleSet, this.now());
       // As in decide(): anything but a promise is the store's answer, and combine() rejects one that is not decisions.
       const decision = combine(Array.isArray(result) || !isPromise(result) ? result : await withTimeout(result, this.config.timeoutMs));
       this.breaker.succeeded();
       return decision;
     } catch (error) {
-      this.breaker.failed();
-      return this.storeFailed(key, asError(error), ruleSet, 1, 'peek', started);
+      this.failed(ids, ruleSet, error);
+      return this.storeFailed(keys, asError(error), ruleSet, 1, 'peek', started);
     }
   }
 
-  async refund(key: string, options?: ConsumeOptions): Promise<void> {
-    const cost = checkCost(options);
-    const id = await storeKey(key);
-    this.denials?.forget(id);
+  async refund(keys: Keys, options?: ConsumeOptions): Promise<void> {
+    const cost = checkCost(options, 'refund()');
+    const active = this.active;
+    const ids = await storeKeys(active.keying, keys);
+    this.denials?.forget(joinedKeys(ids));
     const started = this.timed ? performance.now() : -1;
     try {
-      const result = this.store.refund(id, this.ruleSet, cost, this.now());
+      const result = this.store.refund(ids, active.ruleSet, cost, this.now());
       if (isPromise(result)) await withTimeout(result, this.config.timeoutMs);
     } catch (error) {
       // A refund that does not reach the store only makes the limit stricter: report it, do not fail the caller.
-      this.reportError(key, asError(error), 'refund', started);
+      this.reportError(keys, asError(error), 'refund', started);
     }
   }
 
-  async release(key: string, leaseId: string): Promise<void> {
+  async release(keys: Keys, leaseId: string): Promise<void> {
     if (typeof leaseId !== 'string' || leaseId === '') return;
-    const id = await storeKey(key);
+    const policy = this.config.onStoreError;
+    if (leaseId.startsWith(INSURED)) {
+      // The insurance limiter took this lease while the store was down: it gives it back.
+      if (typeof policy === 'object' && typeof policy.release === 'function') await policy.release(keys, leaseId.slice(INSURED.length));
+      return;
+    }
+    const active = this.active;
+    const ids = await storeKeys(active.keying, keys);
     if (this.store.release === undefined) return;
     const started = this.timed ? performance.now() : -1;
     try {
-      const result = this.store.release(id, this.ruleSet, leaseId, this.now());
+      const result = this.store.release(ids, active.ruleSet, leaseId, this.now());
       if (isPromise(result)) await withTimeout(result, this.config.timeoutMs);
     } catch (error) {
       // The lease then ends when it expires (windowMs): report it, do not fail the caller.
-      this.reportError(key, asError(error), 'release', started);
+      this.reportError(keys, asError(error), 'release', started);
     }
   }
 
-  async reset(key: string): Promise<void> {
-    const id = await storeKey(key);
-    this.denials?.forget(id);
-    const result = this.store.reset(id, this.ruleSet);
+  async reset(keys: Keys): Promise<void> {
+    const active = this.active;
+    const ids = await storeKeys(active.keying, keys);
+    this.denials?.forget(joinedKeys(ids));
+    const result = this.store.reset(ids, active.ruleSet);
     if (isPromise(result)) await withTimeout(result, this.config.timeoutMs);
   }
 
   /** Applies onStoreError. */
-  private async storeFailed(key: string, error: Error, ruleSet: RuleSet, cost: number, operation: 'consume' | 'peek', started: number): Promise<Decision> {
-    const peek = operation === 'peek';
+  private async storeFailed(keys: Keys, error: Error, ruleSet: RuleSet, cost: number, operation: 'consume' | 'peek', started: number): Promise<Decision> {
     if (error instanceof FloodgateError && (error.code === ErrorCodes.KEY || error.code === ErrorCodes.COST)) throw error;
     const policy: StoreErrorPolicy = this.config.onStoreError;
     let decision: Decision;
     if (policy === 'allow' || policy === 'deny') {
       decision = unmeasured(ruleSet.rules, policy === 'allow');
+    } else if (operation === 'peek') {
+      decision = unmeasured(ruleSet.rules, true);
     } else {
-      decision = peek ? unmeasured(ruleSet.rules, true) : { ...(await policy.consume(key, { cost })) };
+      decision = { ...(await policy.consume(keys, { cost })) };
+      if (decision.leaseId !== undefined) decision.leaseId = INSURED + decision.leaseId;
     }
     decision.storeError = error;
-    this.reportError(key, error, operation, started, decision);
+    this.reportError(keys, error, operation, started, decision);
     return decision;
   }
 
-  private reportError(key: string, error: Error, operation: StoreOperation, started: number, decision?: Decision): void {
+  private reportError(keys: Keys, error: Error, operation: StoreOperation, started: number, decision?: Decision): void {
     if (this.events.has('error')) {
       const latencyMs = started >= 0 ? performance.now() - started : 0;
-      this.events.emit('error', decision === undefined ? { key, error, operation, latencyMs } : { key, error, operation, decision, latencyMs });
+      this.events.emit('error', decision === undefined ? { key: keys, error, operation, latencyMs } : { key: keys, error, operation, decision, latencyMs });
       return;
     }
     // Nobody listens: log, but at most once per 10 s, so that a dead store does not flood the logs.
     const now = Date.now();
     if (now - this.lastErrorLog >= 10_000) {
       const more = this.unloggedErrors > 0 ? ` (${this.unloggedErrors} more since the last report)` : '';
-      console.warn(`[floodgate] store error, onStoreError decided${more}: ${error.message}`);
+      const decided = decision === undefined ? '' : decision.allowed ? ' The call was allowed (onStoreError).' : ' The call was denied (onStoreError).';
+      console.warn(`[floodgate] store error during ${operation}${more}: ${error.message}${decided}`);
       this.lastErrorLog = now;
       this.unloggedErrors = 0;
     } else {
@@ -354,6 +425,7 @@ export function isUnmeasured(decision: Decision): boolean {
 function unmeasured(rules: readonly CompiledRule[], allowed: boolean): Decision {
   const perRule: RuleDecision[] = rules.map((rule) => ({
     name: rule.name,
+    scope: rule.scope,
     allowed,
     limit: rule.limit,
     remaining: 0,
@@ -386,6 +458,18 @@ function unmeasured(rules: readonly CompiledRule[], allowed: boolean): Decision 
  *     { name: 'per-day', algorithm: 'fixed-window', limit: 10, windowMs: 86_400_000 },
  *   ],
  * });
+ * ```
+ *
+ * @example Several keys in one call: for everyone, per IP and per user, all or nothing
+ * ```ts
+ * const orders = createLimiter({
+ *   rules: [
+ *     { name: 'all', scope: 'global', limit: 50, windowMs: 10_000 },
+ *     { name: 'per-ip', scope: 'ip', limit: 5, windowMs: 2_000 },
+ *     { name: 'per-user', scope: 'user', limit: 2, windowMs: 1_000 },
+ *   ],
+ * });
+ * await orders.consume({ ip: '203.0.113.9', user: 'u42' });
  * ```
  */
 export function createLimiter(options: LimiterOptions): Limiter {

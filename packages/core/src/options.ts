@@ -1,11 +1,15 @@
+import type { Decision } from './decision.js';
 import { describe, ErrorCodes, FloodgateError, orDefault } from './errors.js';
+import type { Keys } from './keys.js';
 import { type CompiledRule, compileRule, compileRules, type RuleOptions } from './rules.js';
 import { MemoryStore } from './stores/memory-store.js';
 import type { Store } from './stores/types.js';
 
-/** Something that decides like a limiter: what `onStoreError` accepts as insurance. */
+/** Something that decides like a limiter: what `onStoreError` accepts as insurance (a limiter on a MemoryStore, usually). */
 export interface InsuranceLimiter {
-  consume(key: string, options?: { cost?: number }): Promise<import('./decision.js').Decision>;
+  consume(keys: Keys, options?: { cost?: number }): Promise<Decision>;
+  /** Gives back a lease the insurance took under a concurrency rule. */
+  release?(keys: Keys, leaseId: string): Promise<void>;
 }
 
 /** What to do when the store fails or does not answer within `timeoutMs`. */
@@ -44,9 +48,14 @@ export interface LimiterConfiguration {
   now: () => number;
   /** Most keys the local deny cache holds; 0 when it is off. */
   localDenyCacheKeys: number;
+  /** Whether the limiter created its store (the default MemoryStore), and closes it with itself. */
+  ownsStore: boolean;
 }
 
-const shorthandKeys = ['name', 'algorithm', 'limit', 'windowMs', 'burst', 'segments', 'mode'] as const;
+const shorthandKeys = ['name', 'algorithm', 'limit', 'windowMs', 'burst', 'segments', 'mode', 'scope'] as const;
+/** The fields of one rule given in shorthand (createLimiter's own, or updateRules'). */
+export const ruleShorthandNames: ReadonlySet<string> = new Set(shorthandKeys);
+
 /** Every option createLimiter takes. */
 export const limiterOptionNames: ReadonlySet<string> = new Set([
   ...shorthandKeys,
@@ -75,6 +84,9 @@ export const adapterOptionNames: ReadonlySet<string> = new Set([
   'denyList',
 ]);
 
+/** The longest delay setTimeout keeps (2^31 - 1 ms): a longer one fires after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** Names users bring from other rate limiters, and what Floodgate calls them. */
 const knownAliases: Record<string, string> = {
   max: "Floodgate calls it 'limit'",
@@ -97,7 +109,8 @@ const knownAliases: Record<string, string> = {
 export function rejectUnknownKeys(options: object, allowed: ReadonlySet<string>, where: string, elsewhere?: ReadonlySet<string>, elsewhereHint?: string): void {
   for (const key of Object.keys(options)) {
     if (allowed.has(key)) continue;
-    const hint = knownAliases[key] ?? (elsewhere?.has(key) ? elsewhereHint : undefined);
+    // Own properties only: a name like 'constructor' must not find Object.prototype's.
+    const hint = Object.hasOwn(knownAliases, key) ? knownAliases[key] : elsewhere?.has(key) ? elsewhereHint : undefined;
     throw new FloodgateError(
       ErrorCodes.UNKNOWN_OPTION,
       `${where} has no option '${key}'${hint ? `: ${hint}` : ''}. Known options: ${[...allowed].join(', ')}.`,
@@ -151,8 +164,11 @@ export function parseLimiterOptions(options: LimiterOptions): LimiterConfigurati
   }
 
   const timeoutMs = orDefault(options.timeoutMs, 200);
-  if (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || !Number.isFinite(timeoutMs)) {
-    throw new FloodgateError(ErrorCodes.OPTION, `timeoutMs must be a positive number of milliseconds, got ${describe(options.timeoutMs)}.`);
+  if (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || !(timeoutMs <= MAX_TIMER_MS)) {
+    throw new FloodgateError(
+      ErrorCodes.OPTION,
+      `timeoutMs must be a positive number of milliseconds, at most ${MAX_TIMER_MS} (about 24.8 days, the longest timer JavaScript keeps), got ${describe(options.timeoutMs)}.`,
+    );
   }
 
   const onStoreError = orDefault<StoreErrorPolicy>(options.onStoreError, 'allow');
@@ -183,5 +199,5 @@ export function parseLimiterOptions(options: LimiterOptions): LimiterConfigurati
     );
   }
 
-  return { rules, store, prefix, timeoutMs, onStoreError, now, localDenyCacheKeys: cacheKeys };
+  return { rules, store, prefix, timeoutMs, onStoreError, now, localDenyCacheKeys: cacheKeys, ownsStore: options.store === undefined };
 }

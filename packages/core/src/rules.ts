@@ -25,6 +25,14 @@ export interface RuleOptions {
   segments?: number;
   /** leaky-bucket: `'police'` rejects what overflows; `'shape'` delays calls to a constant rate. @defaultValue `'police'` */
   mode?: 'police' | 'shape';
+  /**
+   * Whose key the rule counts under. `'key'`: the call's key (`consume('user:42')`
+   * or `consume({ key: 'user:42' })`); `'global'`: one count for everyone, no key;
+   * any other name: the key the call gives under that name
+   * (`consume({ ip: '203.0.113.9', user: 'u42' })`). Letters, digits, `_` and
+   * `-`, starting with a letter, at most 32. @defaultValue `'key'`
+   */
+  scope?: string;
 }
 
 /**
@@ -33,6 +41,7 @@ export interface RuleOptions {
  */
 export interface CompiledRule {
   readonly name: string;
+  readonly scope: string;
   readonly algorithm: AlgorithmName;
   readonly limit: number;
   readonly windowMs: number;
@@ -49,7 +58,8 @@ export interface CompiledRule {
   readonly segmentMs: number;
 }
 
-const ruleKeys = new Set(['name', 'algorithm', 'limit', 'windowMs', 'burst', 'segments', 'mode']);
+const ruleKeys = new Set(['name', 'algorithm', 'limit', 'windowMs', 'burst', 'segments', 'mode', 'scope']);
+const scopePattern = /^[A-Za-z][A-Za-z0-9_-]{0,31}$/;
 const namePattern = /^[A-Za-z0-9_.-]{1,64}$/;
 const bucketAlgorithms: ReadonlySet<string> = new Set(['token-bucket', 'leaky-bucket', 'gcra']);
 /** Internal arithmetic stays below this so that doubles (JS and Redis Lua) compute it exactly. */
@@ -83,6 +93,14 @@ export function compileRule(options: unknown, where: string, defaultName?: strin
       name === undefined
         ? `${where} needs a name: several rules share one key, and the name keeps their state apart (e.g. name: 'per-minute').`
         : `${where}.name must be 1 to 64 letters, digits, '_', '-' or '.', got ${describe(name)}.`,
+    );
+  }
+
+  const scope = orDefault<unknown>(rule.scope, 'key');
+  if (typeof scope !== 'string' || !scopePattern.test(scope)) {
+    throw new FloodgateError(
+      ErrorCodes.RULES,
+      `${where}.scope must be 'key', 'global' or a name of letters, digits, '_' and '-' starting with a letter (at most 32), like 'ip' or 'user', got ${describe(scope)}.`,
     );
   }
 
@@ -153,6 +171,7 @@ export function compileRule(options: unknown, where: string, defaultName?: strin
 
   return Object.freeze({
     name,
+    scope,
     algorithm: algorithm as AlgorithmName,
     limit,
     windowMs,

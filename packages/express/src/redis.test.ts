@@ -19,7 +19,7 @@ describe('rateLimit with a RedisStore', () => {
       headers: 'both' as const,
       // The apps' clock stands still (RedisStore clock: 'client'): the wait below is exact however long the
       // requests take; timeoutMs is far above any round trip, so a slow moment cannot become a store error.
-      now: () => Date.UTC(2026, 0, 1),
+      now: () => Date.UTC(2100, 0, 1), // ahead of Redis's clock, as clock: 'client' needs
       timeoutMs: 30_000,
     };
     const apps = [0, 1].map(() => {

@@ -42,6 +42,37 @@ describe('instrument', () => {
     expect(sample(text, 'floodgate_keys_near_limit', { limiter: 'api', rule: 'per-second' })).toBeUndefined();
   });
 
+  it("counts a key near the limit of each rule under the key of that rule's scope", async () => {
+    const registry = new Registry();
+    const limiter = createLimiter({
+      rules: [
+        { name: 'everyone', scope: 'global', algorithm: 'fixed-window', limit: 10, windowMs: 60_000 },
+        { name: 'per-user', scope: 'user', algorithm: 'fixed-window', limit: 2, windowMs: 60_000 },
+      ],
+      now: frozenClock,
+    });
+    instrument(limiter, { name: 'scoped', registry });
+    for (const user of ['ann', 'ann', 'bo', 'bo', 'cy', 'di', 'di', 'ed', 'fay']) await limiter.consume({ user });
+    const text = await registry.metrics();
+    expect(sample(text, 'floodgate_keys_near_limit', { limiter: 'scoped', rule: 'per-user' })).toBe(3); // ann, bo, di used 2 of 2
+    expect(sample(text, 'floodgate_keys_near_limit', { limiter: 'scoped', rule: 'everyone' })).toBe(1); // 9 of 10: one global key
+  });
+
+  it('rejects bad options with a FloodgateError that says what to change', () => {
+    const limiter = createLimiter({ limit: 5, windowMs: 1_000 });
+    for (const [options, code] of [
+      [{ name: '' }, 'ERR_FG_OPTION'],
+      [{}, 'ERR_FG_OPTION'],
+      [{ name: 'x', nearLimitRatio: 0 }, 'ERR_FG_OPTION'],
+      [{ name: 'x', nearLimitRatio: 1.5 }, 'ERR_FG_OPTION'],
+      [{ name: 'x', maxTrackedKeys: 0.5 }, 'ERR_FG_OPTION'],
+      [{ name: 'x', registry: {} }, 'ERR_FG_OPTION'],
+      [{ name: 'x', labels: {} }, 'ERR_FG_UNKNOWN_OPTION'],
+    ] as const) {
+      expect(() => instrument(limiter, options as never)).toThrow(expect.objectContaining({ name: 'FloodgateError', code }));
+    }
+  });
+
   it('counts store errors, and stops when asked', async () => {
     const registry = new Registry();
     const fail = () => Promise.reject(new Error('down'));

@@ -1,4 +1,4 @@
-import type { Decision, Limiter, RuleDecision, StoreOperation } from '@floodgate/core';
+import { type Decision, ErrorCodes, FloodgateError, type Keys, type Limiter, type RuleDecision, type StoreOperation } from '@floodgate/core';
 import { isUnmeasured } from '@floodgate/core/adapter';
 import { Counter, register as defaultRegistry, Gauge, Histogram, type Registry } from 'prom-client';
 
@@ -33,6 +33,37 @@ interface Metrics {
 function storeErrorLabels(operation: StoreOperation, decision: Decision | undefined): { operation: string; rule: string; outcome: string } {
   if (operation !== 'consume' || decision === undefined) return { operation, rule: '', outcome: '' };
   return { operation, rule: isUnmeasured(decision) ? '' : decision.rule, outcome: decision.allowed ? 'allowed' : 'limited' };
+}
+
+/** The key a rule counted a call under: its scope's. */
+const keyOf = (keys: Keys, scope: string): string => (scope === 'global' ? '' : typeof keys === 'string' ? keys : (keys[scope] ?? ''));
+
+const optionNames = new Set(['name', 'registry', 'nearLimitRatio', 'maxTrackedKeys']);
+
+function checkOptions(options: InstrumentOptions): void {
+  if (typeof options !== 'object' || options === null) {
+    throw new FloodgateError(ErrorCodes.OPTION, "instrument() takes options like { name: 'api' }.");
+  }
+  for (const key of Object.keys(options)) {
+    if (!optionNames.has(key))
+      throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `instrument() has no option '${key}'; it takes ${[...optionNames].join(', ')}.`);
+  }
+  const { name, registry, nearLimitRatio, maxTrackedKeys } = options;
+  if (typeof name !== 'string' || name === '') {
+    throw new FloodgateError(ErrorCodes.OPTION, "instrument() needs a name for the metrics' limiter label, like { name: 'api' }.");
+  }
+  if (registry !== undefined && (typeof registry !== 'object' || registry === null || typeof (registry as Registry).registerMetric !== 'function')) {
+    throw new FloodgateError(ErrorCodes.OPTION, "instrument()'s registry must be a prom-client Registry.");
+  }
+  if (nearLimitRatio !== undefined && (typeof nearLimitRatio !== 'number' || !(nearLimitRatio > 0 && nearLimitRatio <= 1))) {
+    throw new FloodgateError(
+      ErrorCodes.OPTION,
+      `instrument()'s nearLimitRatio must be a share of the limit above 0 and at most 1, like 0.8, got ${String(nearLimitRatio)}.`,
+    );
+  }
+  if (maxTrackedKeys !== undefined && (!Number.isSafeInteger(maxTrackedKeys) || (maxTrackedKeys as number) < 1)) {
+    throw new FloodgateError(ErrorCodes.OPTION, `instrument()'s maxTrackedKeys must be a positive integer, got ${String(maxTrackedKeys)}.`);
+  }
 }
 
 const perRegistry = new WeakMap<Registry, Metrics>();
@@ -103,16 +134,16 @@ function metricsFor(registry: Registry): Metrics {
  * ```
  */
 export function instrument(limiter: Limiter, options: InstrumentOptions): () => void {
+  checkOptions(options);
   const { name, registry = defaultRegistry, nearLimitRatio = 0.8, maxTrackedKeys = 100_000 } = options;
-  if (typeof name !== 'string' || name === '') throw new TypeError('instrument() needs a name for the limiter label');
   const metrics = metricsFor(registry);
   const keys = new Map<string, { rule: string; until: number }>();
   metrics.tracked.set(name, keys);
 
-  const track = (key: string, rules: RuleDecision[]) => {
+  const track = (key: Keys, rules: RuleDecision[]) => {
     const now = Date.now();
     for (const r of rules) {
-      const id = `${r.name}\u0000${key}`;
+      const id = `${r.name}\u0000${keyOf(key, r.scope)}`;
       keys.delete(id); // re-inserted below: the Map stays ordered by last sight
       if (r.limit > 0 && r.limit - r.remaining >= nearLimitRatio * r.limit && r.resetMs > 0) {
         if (keys.size >= maxTrackedKeys) keys.delete(keys.keys().next().value as string);

@@ -166,28 +166,55 @@ export async function startSentinelSetup(): Promise<RedisSentinelSetup> {
 
 export interface RedisClusterServers {
   ports: number[];
+  /** Every node: masters first, then replicas. */
   nodes: RedisServer[];
   client(): Cluster;
+  /** A new, empty master joined to the cluster (no slots yet). */
+  addMaster(): Promise<RedisServer>;
+  /** Moves `count` slots from every other master to `to` (redis-cli --cluster reshard), keys included. */
+  moveSlotsTo(to: RedisServer, count: number): Promise<void>;
+  /** Waits until every live node says cluster_state:ok. */
+  ready(): Promise<void>;
   stop(): Promise<void>;
 }
 
-/** Three masters joined with `redis-cli --cluster create`, no replicas. */
-export async function startCluster(): Promise<RedisClusterServers> {
+const clusterNode = (extra: string[] = []) =>
+  startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000', ...extra]);
+
+async function alive(port: number): Promise<boolean> {
+  return run('redis-cli', ['-p', String(port), 'ping'], { timeout: 2000 }).then(
+    ({ stdout }) => stdout.trim() === 'PONG',
+    () => false,
+  );
+}
+
+async function nodeId(port: number): Promise<string> {
+  const { stdout } = await run('redis-cli', ['-p', String(port), 'cluster', 'myid']);
+  return stdout.trim();
+}
+
+/** Three masters joined with `redis-cli --cluster create`; `replicas` replicas each (default none). */
+export async function startCluster(options: { replicas?: number } = {}): Promise<RedisClusterServers> {
+  const replicas = options.replicas ?? 0;
   const nodes: RedisServer[] = [];
-  for (let i = 0; i < 3; i++) {
-    nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000']));
-  }
+  for (let i = 0; i < 3 * (1 + replicas); i++) nodes.push(await clusterNode());
   const ports = nodes.map((n) => n.port);
-  await run('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'], { timeout: 30_000 });
-  const deadline = Date.now() + 20_000;
-  for (const port of ports) {
-    for (;;) {
-      const { stdout } = await run('redis-cli', ['-p', String(port), 'cluster', 'info']);
-      if (stdout.includes('cluster_state:ok')) break;
-      if (Date.now() > deadline) throw new Error('the cluster did not become ready');
-      await new Promise((resolve) => setTimeout(resolve, 50));
+  await run('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', String(replicas), '--cluster-yes'], {
+    timeout: 60_000,
+  });
+  const ready = async () => {
+    const deadline = Date.now() + 30_000;
+    for (const node of nodes) {
+      for (;;) {
+        if (!(await alive(node.port))) break; // stopped on purpose
+        const { stdout } = await run('redis-cli', ['-p', String(node.port), 'cluster', 'info']).catch(() => ({ stdout: '' }));
+        if (stdout.includes('cluster_state:ok')) break;
+        if (Date.now() > deadline) throw new Error('the cluster did not become ready');
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
     }
-  }
+  };
+  await ready();
   const clients: Cluster[] = [];
   return {
     ports,
@@ -197,9 +224,31 @@ export async function startCluster(): Promise<RedisClusterServers> {
         ports.map((port) => ({ host: '127.0.0.1', port })),
         { redisOptions: { maxRetriesPerRequest: 2 } },
       );
+      c.on('error', () => {}); // a node killed on purpose; the calls report it
       clients.push(c);
       return c;
     },
+    async addMaster() {
+      const node = await clusterNode();
+      nodes.push(node);
+      await run('redis-cli', ['--cluster', 'add-node', `127.0.0.1:${node.port}`, `127.0.0.1:${ports[0]}`], { timeout: 30_000 });
+      await ready();
+      return node;
+    },
+    async moveSlotsTo(to, count) {
+      const target = await nodeId(to.port);
+      for (const node of nodes.slice(0, 3)) {
+        if (!(await alive(node.port))) continue;
+        const source = await nodeId(node.port);
+        await run(
+          'redis-cli',
+          ['--cluster', 'reshard', `127.0.0.1:${to.port}`, '--cluster-from', source, '--cluster-to', target, '--cluster-slots', String(count), '--cluster-yes'],
+          { timeout: 60_000 },
+        );
+      }
+      await ready();
+    },
+    ready,
     async stop() {
       for (const c of clients) c.disconnect();
       await Promise.all(nodes.map((n) => n.stop()));

@@ -24,9 +24,31 @@ function* walk(rule: CompiledRule, steps: TraceStep[], start: number) {
   }
 }
 
-/** The calls a trace gets admitted. */
-const admittedCalls = (rule: CompiledRule, steps: TraceStep[], start: number) =>
-  [...walk(rule, steps, start)].filter((call) => call.verdict.allowed).map(({ now, cost }) => ({ at: now, cost }));
+/**
+ * The calls a trace gets admitted, each at the time it counts at: when the
+ * clock goes back behind the key's last admitted call, time stands still for
+ * the key, and its promises hold on that clock.
+ */
+function admittedCalls(rule: CompiledRule, steps: TraceStep[], start: number) {
+  const admitted: { at: number; cost: number }[] = [];
+  for (const { now, cost, verdict } of walk(rule, steps, start)) {
+    if (verdict.allowed) admitted.push({ at: Math.max(now, admitted[admitted.length - 1]?.at ?? now), cost });
+  }
+  return admitted;
+}
+
+/** A trace whose clock now and then jumps back, by up to a day. */
+const jumpingBack = (arbitrary: fc.Arbitrary<{ rule: CompiledRule; steps: TraceStep[]; start: number }>) =>
+  fc.tuple(arbitrary, fc.array(fc.integer({ min: -86_400_000, max: -1 }), { minLength: 1, maxLength: 20 })).map(([trace, jumps]) => ({
+    ...trace,
+    steps: trace.steps.map((step, i) => (i % 3 === 2 ? { ...step, gap: jumps[i % jumps.length] as number } : step)),
+  }));
+
+/** Traces on a steady clock, and on one that jumps back. */
+const clocks = [
+  ['on a steady clock', (a: fc.Arbitrary<{ rule: CompiledRule; steps: TraceStep[]; start: number }>) => a],
+  ['when the clock jumps back', jumpingBack],
+] as const;
 
 /** Units admitted in the window (end - windowMs, end]. */
 const unitsIn = (admitted: { at: number; cost: number }[], end: number, windowMs: number) =>
@@ -119,10 +141,10 @@ describe.each(algorithmNames)('%s', (algorithm) => {
   });
 });
 
-describe('what the algorithms never admit', () => {
+describe.each(clocks)('what the algorithms never admit, %s', (_, clock) => {
   it('fixed-window: at most limit units in any one window', () => {
     fc.assert(
-      fc.property(ruleAndTrace('fixed-window', 80), ({ rule, steps, start }) => {
+      fc.property(clock(ruleAndTrace('fixed-window', 80)), ({ rule, steps, start }) => {
         const used = new Map<number, number>();
         for (const { at, cost } of admittedCalls(rule, steps, start)) {
           const window = Math.floor(at / rule.windowMs);
@@ -136,7 +158,7 @@ describe('what the algorithms never admit', () => {
 
   it('sliding-log: at most limit units in any window (t - windowMs, t]', () => {
     fc.assert(
-      fc.property(ruleAndTrace('sliding-log', 80), ({ rule, steps, start }) => {
+      fc.property(clock(ruleAndTrace('sliding-log', 80)), ({ rule, steps, start }) => {
         const admitted = admittedCalls(rule, steps, start);
         for (const end of admitted) expect(unitsIn(admitted, end.at, rule.windowMs)).toBeLessThanOrEqual(rule.limit);
       }),
@@ -146,7 +168,7 @@ describe('what the algorithms never admit', () => {
 
   it('sliding-window: never more than twice the limit in any window', () => {
     fc.assert(
-      fc.property(ruleAndTrace('sliding-window', 80), ({ rule, steps, start }) => {
+      fc.property(clock(ruleAndTrace('sliding-window', 80)), ({ rule, steps, start }) => {
         const admitted = admittedCalls(rule, steps, start);
         for (const end of admitted) expect(unitsIn(admitted, end.at, rule.windowMs)).toBeLessThanOrEqual(2 * rule.limit);
       }),
@@ -156,7 +178,7 @@ describe('what the algorithms never admit', () => {
 
   it.each(['token-bucket', 'leaky-bucket', 'gcra'] as const)('%s: at most burst + elapsed · limit / windowMs units between any two calls', (algorithm) => {
     fc.assert(
-      fc.property(ruleAndTrace(algorithm, 80), ({ rule, steps, start }) => {
+      fc.property(clock(ruleAndTrace(algorithm, 80)), ({ rule, steps, start }) => {
         const admitted = admittedCalls(rule, steps, start);
         for (let i = 0; i < admitted.length; i++) {
           let units = 0;
@@ -173,7 +195,7 @@ describe('what the algorithms never admit', () => {
 });
 
 describe('token-bucket, leaky-bucket (police) and gcra', () => {
-  it('make identical decisions, field by field, with equal limit, windowMs and burst', () => {
+  it('make identical decisions, field by field, with equal limit, windowMs and burst, also when the clock goes back', () => {
     const numbers = ruleOptions('gcra').chain((options) =>
       fc.record({
         options: fc.constant(options),
@@ -186,8 +208,8 @@ describe('token-bucket, leaky-bucket (police) and gcra', () => {
         const rules = (['token-bucket', 'leaky-bucket', 'gcra'] as const).map((algorithm) => compileRule({ ...options, algorithm }, algorithm, 'default'));
         const states: RuleState[] = [null, null, null];
         let now = start;
-        for (const { gap, cost } of steps) {
-          now += gap;
+        for (const [i, { gap, cost }] of steps.entries()) {
+          now += i % 5 === 4 ? -gap : gap; // the clock goes back now and then
           const verdicts = rules.map((rule, i) => {
             const result = step(rule, states[i] ?? null, now, cost);
             states[i] = result.state;
@@ -200,6 +222,19 @@ describe('token-bucket, leaky-bucket (police) and gcra', () => {
       runs,
     );
   });
+});
+
+describe('when the clock goes back', () => {
+  it.each(['token-bucket', 'leaky-bucket', 'gcra'] as const)(
+    '%s stands still for the key: one call, then the clock 1 h back, admits with what was left',
+    (algorithm) => {
+      const rule = compileRule({ algorithm, limit: 5, windowMs: 60_000 }, 'rule', 'default');
+      const now = 1_700_000_000_000;
+      const first = step(rule, null, now, 1);
+      const later = step(rule, first.state, now - 3_600_000, 1);
+      expect(later.verdict).toMatchObject({ allowed: true, remaining: 3, retryAfterMs: 0 });
+    },
+  );
 });
 
 describe('leaky-bucket in shape mode', () => {

@@ -4,8 +4,8 @@ import type { VectorAlgorithm, Verdict } from './types.js';
 /**
  * Decides a call of `cost` against the `count` already in a window that ends
  * in `msToEnd` ms; fills `out` and returns whether it is admitted. Shared by
- * the decide below and the Redis store's flat consume script, which answers
- * with just these two numbers.
+ * the decide below and the Redis store, whose library answers with just
+ * these two numbers.
  */
 export function countInWindow(rule: CompiledRule, count: number, msToEnd: number, cost: number, out: Verdict): boolean {
   const limit = rule.limit;
@@ -34,37 +34,36 @@ export function countInWindow(rule: CompiledRule, count: number, msToEnd: number
  * (window = floor(now / windowMs)); a call is admitted while
  * count + cost <= limit within its window.
  *
- * State: [windowStart, count].
+ * State: [windowEnd, count]. A stored window counts until it ends, also when
+ * it ends later than the current window would: after the clock went back
+ * (time stands still for the key), or under a rule whose windowMs changed
+ * (the count runs out with the window it was taken in). The Redis store keeps
+ * the same state as the count and an expiry at windowEnd - 1.
  */
 export const fixedWindow: VectorAlgorithm = {
   name: 'fixed-window',
   stateSize: () => 2,
 
   decide(rule, state, base, now, cost, out, next) {
-    let start = now - (now % rule.windowMs);
+    let end = now - (now % rule.windowMs) + rule.windowMs;
     let count = 0;
-    if (state !== null) {
-      const storedStart = state[base] as number;
-      // A stored window later than ours means the clock went back: keep the later window.
-      if (storedStart >= start) {
-        start = storedStart;
-        count = state[base + 1] as number;
-      }
+    if (state !== null && (state[base] as number) > now) {
+      end = state[base] as number;
+      count = state[base + 1] as number;
     }
-    if (countInWindow(rule, count, start + rule.windowMs - now, cost, out)) {
-      next[0] = start;
+    if (countInWindow(rule, count, end - now, cost, out)) {
+      next[0] = end;
       next[1] = count + cost;
     }
   },
 
-  refund(rule, state, base, now, cost, next) {
-    const start = state[base] as number;
-    const msToEnd = start + rule.windowMs - now;
-    if (msToEnd <= 0) return 0; // that window is over: nothing to give back
+  refund(_rule, state, base, now, cost, next) {
+    const end = state[base] as number;
+    if (end <= now) return 0; // that window is over: nothing to give back
     const count = Math.max(0, (state[base + 1] as number) - cost);
     if (count === 0) return 0;
-    next[0] = start;
+    next[0] = end;
     next[1] = count;
-    return msToEnd;
+    return end - now;
   },
 };

@@ -1,11 +1,9 @@
 import type { AlgorithmName, CompiledRule } from '../rules.js';
 import { concurrency, type LeaseState } from './concurrency.js';
 import { fixedWindow } from './fixed-window.js';
-import { gcra } from './gcra.js';
-import { leakyBucket } from './leaky-bucket.js';
+import { gcra, leakyBucket, tokenBucket } from './meter.js';
 import { type LogState, slidingLog } from './sliding-log.js';
 import { slidingWindow } from './sliding-window.js';
-import { tokenBucket } from './token-bucket.js';
 import { createVerdict, type VectorAlgorithm, type Verdict } from './types.js';
 
 export { concurrency, type LeaseState, leaseCost } from './concurrency.js';

@@ -1,17 +1,23 @@
 import type { CompiledRule } from '../rules.js';
-import { ceilDiv, floorDiv, type Verdict } from './types.js';
+import { ceilDiv, floorDiv, type StateVector, type VectorAlgorithm, type Verdict } from './types.js';
 
 /*
- * The arithmetic token-bucket, leaky-bucket and gcra share. All three are one
- * meter: a level ("debt") of units that drains at `unitsPerMs`, with room for
- * `burst` tokens. Internal units make every quantity an integer:
+ * token-bucket, leaky-bucket and gcra are one meter: a level ("debt") of units
+ * that drains at `unitsPerMs`, with room for `burst` tokens. They decide alike
+ * on every trace (the contract's guarantee 5), and here they also keep the
+ * same state, so that they stay alike when the clock goes back or a rule
+ * changes. Internal units make every quantity an integer:
  *
  *   one token = rule.unitsPerToken units  (windowMs / gcd(windowMs, limit))
  *   drain     = rule.unitsPerMs units/ms  (limit    / gcd(windowMs, limit))
  *
  * so `limit` tokens drain in exactly `windowMs`, and integer arithmetic on
- * doubles stays exact (rules are bounded at compile time). The Redis scripts
- * mirror these functions line for line.
+ * doubles stays exact (rules are bounded at compile time). A token bucket's
+ * tokens are `burst - level`; a GCRA's theoretical arrival time is
+ * `updatedAt + level / unitsPerMs`. The Redis library (lua/meter.lua)
+ * mirrors these functions.
+ *
+ * State: [level, updatedAt, unitsPerToken].
  */
 
 /** The level after `elapsedMs` of draining, without overflowing on long idle times. */
@@ -24,9 +30,8 @@ export function drain(level: number, elapsedMs: number, unitsPerMs: number): num
 /**
  * Re-expresses a level stored under another unit size (the rule's windowMs or
  * limit changed since). Rounds up: a rule change never hands out free units.
- * At most a full bucket (burst * unitsPerToken), as a token bucket never holds more
- * than a full bucket of tokens: a rule made much slower would otherwise carry
- * over a debt of ages, past what integer arithmetic keeps exact.
+ * At most a full bucket (burst * unitsPerToken), as a bucket never holds more:
+ * a rule made much slower would otherwise carry over a debt of ages.
  */
 export function rescaleLevel(rule: CompiledRule, level: number, storedUnitsPerToken: number): number {
   const unit = rule.unitsPerToken;
@@ -63,8 +68,71 @@ export function decideLevel(rule: CompiledRule, level: number, cost: number, out
   return after;
 }
 
-/** The level after giving `cost` tokens back, never below empty. */
-export function refundLevel(rule: CompiledRule, level: number, cost: number): number {
-  const after = level - cost * rule.unitsPerToken;
-  return Math.max(after, 0);
+/**
+ * The time a state counts from at `now`: the later of `now` and the time it
+ * was written, so that a clock that went back stands still for the key
+ * instead of handing out or taking away units.
+ */
+const countFrom = (state: StateVector, base: number, now: number): number => Math.max(state[base + 1] as number, now);
+
+/** The level a state stands for at `at` (from countFrom). */
+function levelAt(rule: CompiledRule, state: StateVector, base: number, at: number): number {
+  return drain(rescaleLevel(rule, state[base] as number, state[base + 2] as number), at - (state[base + 1] as number), rule.unitsPerMs);
 }
+
+function write(rule: CompiledRule, level: number, at: number, next: StateVector): void {
+  next[0] = level;
+  next[1] = at;
+  next[2] = rule.unitsPerToken;
+}
+
+function meter(name: 'token-bucket' | 'leaky-bucket' | 'gcra'): VectorAlgorithm {
+  return {
+    name,
+    stateSize: () => 3,
+
+    decide(rule, state, base, now, cost, out, next) {
+      const at = state === null ? now : countFrom(state, base, now);
+      const after = decideLevel(rule, state === null ? 0 : levelAt(rule, state, base, at), cost, out);
+      if (out.allowed) {
+        write(rule, after, at, next);
+        // Kept until the level has drained, counted from `at` (later than now when the clock went back).
+        out.ttlMs += at - now;
+      }
+    },
+
+    refund(rule, state, base, now, cost, next) {
+      const at = countFrom(state, base, now);
+      const after = Math.max(levelAt(rule, state, base, at) - cost * rule.unitsPerToken, 0);
+      if (after === 0) return 0;
+      write(rule, after, at, next);
+      return at - now + ceilDiv(after, rule.unitsPerMs);
+    },
+  };
+}
+
+/**
+ * Token bucket: a bucket of `burst` tokens (default `limit`) that starts full
+ * and refills `limit` tokens per `windowMs`; a call takes `cost` tokens or is
+ * denied.
+ */
+export const tokenBucket: VectorAlgorithm = meter('token-bucket');
+
+/**
+ * Leaky bucket: a meter of capacity `burst` (default `limit`) that drains
+ * `limit` units per `windowMs`; a call adds `cost` units.
+ *
+ * - `mode: 'police'` (default) denies a call that would overflow.
+ * - `mode: 'shape'` admits the same calls but returns `delayMs`: how long the
+ *   call waits for the units queued ahead of it to drain, so that calls leave
+ *   at a constant rate.
+ */
+export const leakyBucket: VectorAlgorithm = meter('leaky-bucket');
+
+/**
+ * GCRA (generic cell rate algorithm), as in redis-cell and go-redis/redis_rate:
+ * one emission interval T = windowMs / limit per unit, burst tolerance
+ * `burst` (default `limit`) units. A call of cost c is admitted when
+ * max(TAT, now) + c·T - burst·T <= now.
+ */
+export const gcra: VectorAlgorithm = meter('gcra');

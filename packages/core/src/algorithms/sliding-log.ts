@@ -75,7 +75,7 @@ export const slidingLog = {
       out.retryAfterMs = 0;
       out.remaining = limit - after;
       out.resetMs = rule.windowMs;
-      out.ttlMs = rule.windowMs;
+      out.ttlMs = rule.windowMs + (at - now); // kept from now, and `at` is later than now when the clock went back
       return;
     }
     out.allowed = false;
@@ -125,6 +125,6 @@ export const slidingLog = {
       } else log.counts[last] = (log.counts[last] as number) - take;
     }
     if (log.times.length === log.head) return 0;
-    return (log.times[log.times.length - 1] as number) + rule.windowMs - at;
+    return (log.times[log.times.length - 1] as number) + rule.windowMs - now;
   },
 };

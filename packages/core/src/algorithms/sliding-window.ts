@@ -65,8 +65,6 @@ function msUntilFits(rule: CompiledRule, counts: number[], phase: number, cost: 
   return elapsed; // not reached for cost <= limit: once every counter is gone, the call fits
 }
 
-const scratch: number[] = [];
-
 export const slidingWindow: VectorAlgorithm = {
   name: 'sliding-window',
   stateSize: (rule) => rule.segments + 3,
@@ -81,7 +79,7 @@ export const slidingWindow: VectorAlgorithm = {
       at = segment * G;
     }
     const phase = at - segment * G;
-    const counts = scratch;
+    const counts = new Array<number>(S + 1);
     countsAt(rule, state, base, segment, counts);
 
     let newer = 0;
@@ -98,7 +96,7 @@ export const slidingWindow: VectorAlgorithm = {
       out.retryAfterMs = 0;
       out.remaining = floorDiv(room - after, G);
       out.resetMs = (segment + 1) * G - at + rule.windowMs;
-      out.ttlMs = out.resetMs;
+      out.ttlMs = out.resetMs + (at - now); // kept from now, and `at` is later than now when the clock went back
       next[0] = G;
       next[1] = segment;
       for (let i = 0; i < S; i++) next[COUNTS + i] = counts[i] as number;
@@ -116,12 +114,8 @@ export const slidingWindow: VectorAlgorithm = {
     const G = rule.segmentMs;
     const S = rule.segments;
     let segment = floorDiv(now, G);
-    let at = now;
-    if (state[base] === G && (state[base + 1] as number) > segment) {
-      segment = state[base + 1] as number;
-      at = segment * G;
-    }
-    const counts = scratch;
+    if (state[base] === G && (state[base + 1] as number) > segment) segment = state[base + 1] as number;
+    const counts = new Array<number>(S + 1);
     countsAt(rule, state, base, segment, counts);
     // Give back from the newest segment first: that is where the call was most likely counted.
     let left = cost;
@@ -130,11 +124,15 @@ export const slidingWindow: VectorAlgorithm = {
       counts[i] = (counts[i] as number) - take;
       left -= take;
     }
-    const ttl = msUntilEmpty(rule, counts, segment, at);
+    const ttl = msUntilEmpty(rule, counts, segment, now); // kept from now, also when the clock went back
     if (ttl === 0) return 0;
+    // The state is anchored at its newest segment that still counts something (as in Redis, where
+    // the key's expiry tells that segment): a clock that goes back stands still there, not later.
+    let newest = S;
+    while ((counts[newest] as number) === 0) newest--;
     next[0] = G;
-    next[1] = segment;
-    for (let i = 0; i <= S; i++) next[COUNTS + i] = counts[i] as number;
+    next[1] = segment - (S - newest);
+    for (let i = 0; i <= S; i++) next[COUNTS + i] = i >= S - newest ? (counts[i - (S - newest)] as number) : 0;
     return ttl;
   },
 };

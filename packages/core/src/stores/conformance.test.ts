@@ -1,86 +1,104 @@
 /*
  * The store conformance suite: every store must make the decisions of the
- * reference (the pure algorithms composed all-or-nothing) on random traces of
- * consume/peek/refund/reset with costs and clock jumps, field by field. It
- * runs on the MemoryStore and on a RedisStore (clock: 'client') backed by a
- * private redis-server; and the two stores are run side by side on the same
- * trace.
+ * reference (the pure algorithms composed all or nothing, over the keys of
+ * each rule's scope) on random traces of consume/peek/refund/reset/release
+ * with costs, scopes and clock jumps both ways, field by field. It runs on
+ * the MemoryStore and on RedisStores backed by a private redis-server: the
+ * library as Functions and as scripts on the limiter's clock, and the
+ * production path, Functions on Redis's own clock, whose every call is timed
+ * by Redis. The two stores also run side by side on the same traces.
  */
 import { useRedisServer } from '@floodgate/test-support';
 import fc from 'fast-check';
+import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
+import type { Keys } from '../keys.js';
 import { createLimiter, type Limiter } from '../limiter.js';
 import { type AlgorithmName, compileRule, type RuleOptions } from '../rules.js';
 import { algorithmNames } from '../test-support/arbitraries.js';
 import { expectedDecision, referenceLimiter } from '../test-support/reference.js';
 import { MemoryStore } from './memory-store.js';
+import type { IoRedisLike } from './redis/connection.js';
 import { RedisStore } from './redis-store.js';
 import type { Store } from './types.js';
 
 const redisServer = useRedisServer();
 
-/**
- * Rules with windows of 30 s to 10 min: under the client clock Redis expires
- * keys on its own clock after the rule's horizon, so real time must not
- * outrun it while a trace runs. A bucket's horizon is the time it takes to
- * refill, burst · windowMs / limit: its window is stretched by ceil(limit /
- * burst) so that the horizon too is 30 s at least, whatever the burst.
- */
-function conformanceRule(algorithm: AlgorithmName, name: string): fc.Arbitrary<RuleOptions> {
+/** Where the limiter's clock starts with clock: 'client': its expiries are absolute, and must lie ahead of Redis's clock. */
+const FUTURE = Date.UTC(2100, 0, 1);
+
+const scopes = ['key', 'key', 'ip', 'user', 'global'] as const;
+
+/** A rule of the algorithm, with windows of `range` ms (a bucket's refill time stretched into the range too). */
+function conformanceRule(algorithm: AlgorithmName, name: string, range: [number, number]): fc.Arbitrary<RuleOptions> {
   return fc
     .record({
       limit: fc.integer({ min: 1, max: 12 }),
-      windowMs: fc.integer({ min: 30_000, max: 600_000 }),
+      windowMs: fc.integer({ min: range[0], max: range[1] }),
       burst: fc.integer({ min: 1, max: 15 }),
       segments: fc.integer({ min: 1, max: 6 }),
       shape: fc.boolean(),
+      scope: fc.constantFrom(...scopes),
     })
-    .map(({ limit, windowMs, burst, segments, shape }) => {
+    .map(({ limit, windowMs, burst, segments, shape, scope }): RuleOptions => {
       switch (algorithm) {
         case 'sliding-window':
-          return { name, algorithm, limit, windowMs: windowMs - (windowMs % segments), segments };
+          return { name, scope, algorithm, limit, windowMs: Math.max(segments, windowMs - (windowMs % segments)), segments };
         case 'token-bucket':
         case 'gcra':
-          return { name, algorithm, limit, windowMs: windowMs * Math.ceil(limit / burst), burst };
-        case 'concurrency':
-          return { name, algorithm, limit, windowMs };
+          return { name, scope, algorithm, limit, windowMs: windowMs * Math.ceil(limit / burst), burst };
         case 'leaky-bucket':
-          return { name, algorithm, limit, windowMs: windowMs * Math.ceil(limit / burst), burst, mode: shape ? ('shape' as const) : ('police' as const) };
+          return { name, scope, algorithm, limit, windowMs: windowMs * Math.ceil(limit / burst), burst, mode: shape ? 'shape' : 'police' };
         default:
-          return { name, algorithm, limit, windowMs };
+          return { name, scope, algorithm, limit, windowMs };
       }
     });
 }
 
-const ruleLists = fc
-  .array(fc.constantFrom(...algorithmNames), { minLength: 1, maxLength: 3 })
-  .chain((names) => fc.tuple(...names.map((algorithm, i) => conformanceRule(algorithm, `r${i}`))));
+const ruleLists = (range: [number, number]) =>
+  fc
+    .array(fc.constantFrom(...algorithmNames), { minLength: 1, maxLength: 3 })
+    .chain((names) => fc.tuple(...names.map((algorithm, i) => conformanceRule(algorithm, `r${i}`, range))));
+
+/** The keys of a call: a string (scope `key` only) or one key per scope, with keys that try to break out of their hash tag. */
+const callKeys = fc.record({
+  key: fc.constantFrom('a', 'b', 'user:{42}', 'x}:r0', '%global'),
+  ip: fc.constantFrom('203.0.113.9', '2001:db8::/56'),
+  user: fc.constantFrom('u1', 'u2'),
+});
+
+interface Step {
+  op: string;
+  keys: { key: string; ip: string; user: string };
+  gap: number;
+  cost: number;
+}
 
 /**
  * A gap between calls in thousandths of the shortest window: the same ms,
- * small steps, long jumps, and the clock going back. (Integers: fc.double
- * would mostly draw values too small to move the clock.)
+ * small steps, long jumps, and the clock going back.
  */
 const gap = fc.oneof(
   { weight: 3, arbitrary: fc.constant(0) },
   { weight: 6, arbitrary: fc.integer({ min: 1, max: 300 }) },
   { weight: 2, arbitrary: fc.integer({ min: 300, max: 3000 }) },
-  { weight: 2, arbitrary: fc.integer({ min: -200, max: -1 }) },
+  { weight: 2, arbitrary: fc.integer({ min: -2000, max: -1 }) },
 );
 
-const operations = fc.array(
-  fc.record({
-    op: fc.constantFrom('consume', 'consume', 'consume', 'consume', 'peek', 'refund', 'reset', 'release', 'release'),
-    key: fc.constantFrom('a', 'b', 'user:{42}', 'x}:r0'),
-    gap,
-    cost: fc.oneof(fc.constant(1), fc.integer({ min: 1, max: 17 })),
-  }),
-  { minLength: 1, maxLength: 40 },
-);
+const operations = (gaps: fc.Arbitrary<number>) =>
+  fc.array(
+    fc.record({
+      op: fc.constantFrom('consume', 'consume', 'consume', 'consume', 'peek', 'refund', 'reset', 'release', 'release'),
+      keys: callKeys,
+      gap: gaps,
+      cost: fc.oneof(fc.constant(1), fc.integer({ min: 1, max: 17 })),
+    }),
+    { minLength: 1, maxLength: 40 },
+  );
 
 let run = 0;
 /** For the property tests: a loaded machine runs them several times slower, and vitest's default of 5 s is not far. */
-const propertyTimeout = 120_000;
+const propertyTimeout = 180_000;
 /**
  * Far above any round trip: on a loaded machine a Redis call can take longer
  * than the default 200 ms, and a timeout would make a decision differ from
@@ -88,47 +106,85 @@ const propertyTimeout = 120_000;
  */
 const timeoutMs = 30_000;
 
-/** Runs a trace on a limiter built from `store` and checks every decision against the reference. */
-async function checkTrace(store: Store, rules: RuleOptions[], steps: { op: string; key: string; gap: number; cost: number }[]) {
-  let now = 1_700_000_000_000 + (run % 1000) * 3_600_000;
-  const limiter: Limiter = createLimiter({ rules, store, now: () => now, prefix: `conf${run++}:`, timeoutMs });
+/** A call's keys as the limiter takes them: a string when every rule counts under `key`, else the object. */
+const keysFor = (rules: RuleOptions[], keys: Step['keys']): Keys => (rules.every((r) => (r.scope ?? 'key') === 'key') ? keys.key : keys);
+
+/**
+ * Runs a trace on a limiter built from `store` and checks every decision
+ * against the reference. `timeOf` gives the time a call was decided at: the
+ * limiter's clock, or, on Redis's own clock, the ms Redis timed it at
+ * (undefined when that is not known: the rest of the trace is then skipped).
+ */
+async function checkTrace(
+  store: Store,
+  rules: RuleOptions[],
+  steps: Step[],
+  clock: { now: () => number; advance: (ms: number) => Promise<void> | void; decidedAt: () => number | undefined },
+): Promise<boolean> {
+  const limiter: Limiter = createLimiter({ rules, store, now: clock.now, prefix: `conf${run++}:`, timeoutMs });
   const reference = referenceLimiter(rules.map((r, i) => compileRule(r, `rules[${i}]`)));
   const shortest = Math.min(...rules.map((r) => r.windowMs));
-  const leases: { key: string; leaseId: string }[] = [];
-  for (const { op, key, gap: permille, cost } of steps) {
-    now += Math.round((permille * shortest) / 1000);
+  const leases: { keys: Keys; leaseId: string }[] = [];
+  for (const step of steps) {
+    await clock.advance(Math.round((step.gap * shortest) / 1000));
+    const keys = keysFor(rules, step.keys);
+    const { op, cost } = step;
     if (op === 'consume') {
-      const { leaseId, ...decision } = await limiter.consume(key, { cost });
-      expect(decision).toEqual(expectedDecision(reference.consume(key, now, cost, leaseId)));
-      if (leaseId !== undefined) leases.push({ key, leaseId });
+      const { leaseId, ...decision } = await limiter.consume(keys, { cost });
+      const at = clock.decidedAt();
+      if (at === undefined) return false;
+      expect(decision).toEqual(expectedDecision(reference.consume(keys, at, cost, leaseId)));
+      if (leaseId !== undefined) leases.push({ keys, leaseId });
     } else if (op === 'release') {
       const lease = leases.splice(cost % Math.max(1, leases.length), 1)[0];
       if (lease === undefined) continue;
-      reference.release(lease.key, now, lease.leaseId);
-      await limiter.release(lease.key, lease.leaseId);
-    } else if (op === 'peek') expect(await limiter.peek(key)).toEqual(expectedDecision(reference.peek(key, now)));
-    else if (op === 'refund') {
-      reference.refund(key, now, cost);
-      await limiter.refund(key, { cost });
+      await limiter.release(lease.keys, lease.leaseId);
+      const at = clock.decidedAt();
+      if (at === undefined) return false;
+      reference.release(lease.keys, at, lease.leaseId);
+    } else if (op === 'peek') {
+      const decision = await limiter.peek(keys);
+      const at = clock.decidedAt();
+      if (at === undefined) return false;
+      expect(decision).toEqual(expectedDecision(reference.peek(keys, at)));
+    } else if (op === 'refund') {
+      await limiter.refund(keys, { cost });
+      const at = clock.decidedAt();
+      if (at === undefined) return false;
+      reference.refund(keys, at, cost);
     } else {
-      reference.reset(key);
-      await limiter.reset(key);
+      reference.reset(keys);
+      await limiter.reset(keys);
     }
   }
+  return true;
+}
+
+/** The limiter's clock, moved by the trace. */
+function manualClock(start: number) {
+  let now = start;
+  return {
+    now: () => now,
+    advance: (ms: number) => {
+      now += ms;
+    },
+    decidedAt: () => now,
+  };
 }
 
 const stores: [string, () => Store][] = [
   ['MemoryStore', () => new MemoryStore()],
-  ['RedisStore (clock: client)', () => new RedisStore({ client: redisServer.client, clock: 'client' })],
+  ['RedisStore (functions, clock: client)', () => new RedisStore({ client: redisServer.client, clock: 'client' })],
+  ['RedisStore (scripts, clock: client)', () => new RedisStore({ client: redisServer.client, clock: 'client', mode: 'scripts' })],
 ];
 
 describe.each(stores)('%s conformance', (_, makeStore) => {
   it(
-    'decides random multi-rule traces exactly like the reference, field by field',
+    'decides random multi-rule, multi-scope traces exactly like the reference, field by field',
     async () => {
       await fc.assert(
-        fc.asyncProperty(ruleLists, operations, async (rules, steps) => {
-          await checkTrace(makeStore(), rules, steps);
+        fc.asyncProperty(ruleLists([30_000, 600_000]), operations(gap), async (rules, steps) => {
+          expect(await checkTrace(makeStore(), rules, steps, manualClock(FUTURE + (run % 1000) * 3_600_000))).toBe(true);
         }),
         { numRuns: 1000 },
       );
@@ -137,7 +193,8 @@ describe.each(stores)('%s conformance', (_, makeStore) => {
   );
 
   it.each(algorithmNames)('%s: a cost above the capacity is denied with retryAfterMs = Infinity and takes nothing', async (algorithm) => {
-    const limiter = createLimiter({ algorithm, limit: 4, windowMs: 60_000, store: makeStore(), prefix: `inf${run++}:`, timeoutMs });
+    const clock = manualClock(FUTURE);
+    const limiter = createLimiter({ algorithm, limit: 4, windowMs: 60_000, store: makeStore(), prefix: `inf${run++}:`, timeoutMs, now: clock.now });
     const denied = await limiter.consume('k', { cost: 5 });
     expect(denied).toMatchObject({ allowed: false, retryAfterMs: Number.POSITIVE_INFINITY, remaining: 4 });
     expect((await limiter.consume('k', { cost: 4 })).allowed).toBe(true);
@@ -145,12 +202,76 @@ describe.each(stores)('%s conformance', (_, makeStore) => {
 
   it('runs every algorithm in one limiter, several keys interleaved', async () => {
     const rules = algorithmNames.map((algorithm, i) => ({ name: `r${i}`, algorithm, limit: 3, windowMs: 60_000 }));
-    await checkTrace(
-      makeStore(),
-      rules,
-      Array.from({ length: 30 }, (_, i) => ({ op: i % 7 === 6 ? 'refund' : 'consume', key: i % 2 ? 'a' : 'b', gap: i % 5 === 0 ? 200 : 0, cost: 1 + (i % 2) })),
-    );
+    const steps = Array.from({ length: 30 }, (_, i) => ({
+      op: i % 7 === 6 ? 'refund' : 'consume',
+      keys: { key: i % 2 ? 'a' : 'b', ip: '', user: '' },
+      gap: i % 5 === 0 ? 200 : 0,
+      cost: 1 + (i % 2),
+    }));
+    expect(await checkTrace(makeStore(), rules, steps, manualClock(FUTURE))).toBe(true);
   });
+});
+
+/**
+ * A client whose every FCALL runs in a MULTI between two TIMEs: when both
+ * read the same ms, that is the ms the library decided at, on Redis's clock.
+ */
+function timedClient(redis: Redis): { client: IoRedisLike; decidedAt: () => number | undefined } {
+  let decidedAt: number | undefined;
+  const ms = (time: unknown) => {
+    const [seconds, micros] = time as [string, string];
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  };
+  const timed =
+    (readOnly: boolean) =>
+    async (name: string, numKeys: number, ...rest: string[]) => {
+      const multi = redis.multi().time();
+      if (readOnly) multi.fcall_ro(name, numKeys, ...rest);
+      else multi.fcall(name, numKeys, ...rest);
+      const results = (await multi.time().exec()) ?? [];
+      const [before, reply, after] = results.map(([error, value]) => {
+        if (error) throw error;
+        return value;
+      });
+      decidedAt = ms(before) === ms(after) ? ms(before) : undefined;
+      return reply;
+    };
+  const client = {
+    fcall: timed(false),
+    fcall_ro: timed(true),
+    evalsha: redis.evalsha.bind(redis),
+    evalsha_ro: redis.evalsha_ro.bind(redis),
+    eval: redis.eval.bind(redis),
+    eval_ro: redis.eval_ro.bind(redis),
+    function: redis.function.bind(redis),
+  } as unknown as IoRedisLike;
+  return { client, decidedAt: () => decidedAt };
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+describe("RedisStore on Redis's own clock (the production path)", () => {
+  it(
+    'decides like the reference at the ms Redis timed each call at, state read from the keys’ TTLs included',
+    async () => {
+      // Redis's clock cannot be moved: windows of a few ms, and real waits between calls, carry the traces
+      // over window edges, refills and expiries. A call Redis did not time within one ms ends its trace.
+      const realGap = fc.oneof({ weight: 3, arbitrary: fc.constant(0) }, { weight: 4, arbitrary: fc.integer({ min: 1, max: 400 }) });
+      let complete = 0;
+      let runs = 0;
+      await fc.assert(
+        fc.asyncProperty(ruleLists([4, 40]), operations(realGap), async (rules, steps) => {
+          const { client, decidedAt } = timedClient(redisServer.client);
+          const clock = { now: () => Date.now(), advance: (ms: number) => (ms > 0 ? sleep(ms) : undefined), decidedAt };
+          runs++;
+          if (await checkTrace(new RedisStore({ client }), rules, steps, clock)) complete++;
+        }),
+        { numRuns: 200 },
+      );
+      expect(complete).toBeGreaterThan(runs / 2);
+    },
+    propertyTimeout,
+  );
 });
 
 describe('MemoryStore and RedisStore side by side', () => {
@@ -158,8 +279,8 @@ describe('MemoryStore and RedisStore side by side', () => {
     'make the same decisions on the same random traces',
     async () => {
       await fc.assert(
-        fc.asyncProperty(ruleLists, operations, async (rules, steps) => {
-          let now = 1_800_000_000_000;
+        fc.asyncProperty(ruleLists([30_000, 600_000]), operations(gap), async (rules, steps) => {
+          let now = FUTURE + 10 * 86_400_000;
           const prefix = `side${run++}:`;
           const memory = createLimiter({ rules, now: () => now, prefix });
           const redisLimiter = createLimiter({
@@ -170,23 +291,25 @@ describe('MemoryStore and RedisStore side by side', () => {
             timeoutMs,
           });
           const shortest = Math.min(...rules.map((r) => r.windowMs));
-          const leases: { key: string; memory: string; redis: string }[] = [];
-          for (const { op, key, gap: permille, cost } of steps) {
-            now += Math.round((permille * shortest) / 1000);
+          const leases: { keys: Keys; memory: string; redis: string }[] = [];
+          for (const step of steps) {
+            now += Math.round((step.gap * shortest) / 1000);
+            const keys = keysFor(rules, step.keys);
+            const { op, cost } = step;
             if (op === 'consume') {
-              const { leaseId: inRedis, ...fromRedis } = await redisLimiter.consume(key, { cost });
-              const { leaseId: inMemory, ...fromMemory } = await memory.consume(key, { cost });
+              const { leaseId: inRedis, ...fromRedis } = await redisLimiter.consume(keys, { cost });
+              const { leaseId: inMemory, ...fromMemory } = await memory.consume(keys, { cost });
               expect(fromRedis).toEqual(fromMemory);
-              if (inRedis !== undefined && inMemory !== undefined) leases.push({ key, memory: inMemory, redis: inRedis });
+              if (inRedis !== undefined && inMemory !== undefined) leases.push({ keys, memory: inMemory, redis: inRedis });
             } else if (op === 'release') {
               const lease = leases.splice(cost % Math.max(1, leases.length), 1)[0];
-              if (lease !== undefined) await Promise.all([memory.release(lease.key, lease.memory), redisLimiter.release(lease.key, lease.redis)]);
-            } else if (op === 'peek') expect(await redisLimiter.peek(key)).toEqual(await memory.peek(key));
-            else if (op === 'refund') await Promise.all([memory.refund(key, { cost }), redisLimiter.refund(key, { cost })]);
-            else await Promise.all([memory.reset(key), redisLimiter.reset(key)]);
+              if (lease !== undefined) await Promise.all([memory.release(lease.keys, lease.memory), redisLimiter.release(lease.keys, lease.redis)]);
+            } else if (op === 'peek') expect(await redisLimiter.peek(keys)).toEqual(await memory.peek(keys));
+            else if (op === 'refund') await Promise.all([memory.refund(keys, { cost }), redisLimiter.refund(keys, { cost })]);
+            else await Promise.all([memory.reset(keys), redisLimiter.reset(keys)]);
           }
         }),
-        { numRuns: 500 },
+        { numRuns: 200 },
       );
     },
     propertyTimeout,

@@ -1,8 +1,12 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createLimiter } from '../limiter.js';
 import { algorithms } from '../rules.js';
 import { MemoryStore } from './memory-store.js';
+
+setFlagsFromString('--expose-gc'); // the collection test asks V8 to collect
 
 afterEach(() => {
   vi.useRealTimers();
@@ -30,7 +34,7 @@ describe('MemoryStore', () => {
       fc.property(fc.array(fc.tuple(fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f'), fc.boolean()), { maxLength: 200 }), (calls) => {
         // maxKeys 3: recency is exact (it is tracked to within maxKeys/8 lookups).
         const store = new MemoryStore({ maxKeys: 3 });
-        const ruleSet = { prefix: 'fg:', rules: createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }).rules };
+        const ruleSet = { prefix: 'fg:', rules: createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }).rules, now: () => 0 };
         const lru: string[] = []; // least recently used first
         for (const [key, peek] of calls) {
           const held = lru.includes(key);
@@ -55,7 +59,7 @@ describe('MemoryStore', () => {
     // made every call 10-100x dearer. A cost ratio with a wide margin, in CPU time (the machine is shared).
     const maxKeys = 50_000;
     const store = new MemoryStore({ maxKeys });
-    const ruleSet = { prefix: 'fg:', rules: createLimiter({ algorithm: 'fixed-window', limit: 10, windowMs: 60_000 }).rules };
+    const ruleSet = { prefix: 'fg:', rules: createLimiter({ algorithm: 'fixed-window', limit: 10, windowMs: 60_000 }).rules, now: () => 0 };
     let next = 0;
     const cpuPerCall = (calls: number) => {
       const started = process.cpuUsage();
@@ -96,6 +100,59 @@ describe('MemoryStore', () => {
     expect(store.size('fg:', 'default')).toBe(1); // only 'late', in the new window
     store.close();
     expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('sweeps by the current clock: a clock that ran a day ahead and came back forgets nothing alive', async () => {
+    vi.useFakeTimers();
+    for (const algorithm of algorithms) {
+      let now = 1_700_000_000_000;
+      const store = new MemoryStore({ sweepIntervalMs: 1000 });
+      const limiter = createLimiter({ algorithm, limit: 5, windowMs: 3_600_000, store, now: () => now });
+      for (let i = 0; i < 3; i++) await limiter.consume(`k${i}`); // state that lives for an hour
+      now += 86_400_000; // one call with the clock a day ahead ...
+      await limiter.consume('ahead');
+      now -= 86_400_000; // ... then back
+      vi.advanceTimersByTime(1000); // the sweeper runs by the clock as it is now
+      let admitted = 0;
+      for (let i = 0; i < 40; i++) if ((await limiter.consume('k0')).allowed) admitted++;
+      expect(admitted, algorithm).toBe(4); // 5 an hour, one taken before
+      store.close();
+    }
+  });
+
+  it('drops the keys of rules no limiter uses any more once their state has expired', async () => {
+    vi.useFakeTimers();
+    let now = 1_700_000_000_000;
+    const store = new MemoryStore({ sweepIntervalMs: 1000 });
+    const limiter = createLimiter({ algorithm: 'fixed-window', limit: 5, windowMs: 10_000, store, now: () => now });
+    for (let i = 0; i < 1000; i++) {
+      limiter.updateRules([{ name: `rule-${i}`, algorithm: 'fixed-window', limit: 5, windowMs: 10_000 }]);
+      await limiter.consume('k');
+    }
+    expect(store.tableCount).toBe(1000);
+    now += 10_000; // every state has expired
+    vi.advanceTimersByTime(1000); // swept: each table is empty; the one in use was used since the last sweep
+    vi.advanceTimersByTime(1000); // empty and unused since: dropped
+    expect(store.tableCount).toBe(0);
+    expect((await limiter.consume('k')).remaining).toBe(4); // the rule in force gets a table again
+    expect(store.tableCount).toBe(1);
+    store.close();
+  });
+
+  it('can be collected once nobody holds it: its sweeper holds it weakly', async () => {
+    const collected = new Set<number>();
+    const registry = new FinalizationRegistry<number>((id) => collected.add(id));
+    for (let i = 0; i < 200; i++) {
+      const limiter = createLimiter({ limit: 5, windowMs: 60_000 }); // a MemoryStore of its own, with a sweeper once used
+      await limiter.consume('k');
+      registry.register(limiter.store, i);
+    }
+    const gc = runInNewContext('gc') as () => void;
+    for (let attempt = 0; attempt < 20 && collected.size < 150; attempt++) {
+      gc();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(collected.size).toBeGreaterThan(150);
   });
 
   it('unrefs its sweeper', async () => {
@@ -143,7 +200,7 @@ describe('MemoryStore', () => {
   it('answers synchronously', () => {
     const store = new MemoryStore();
     const limiter = createLimiter({ limit: 2, windowMs: 1000, store });
-    const result = store.consume('k', { prefix: 'fg:', rules: limiter.rules }, 1, 0);
+    const result = store.consume('k', { prefix: 'fg:', rules: limiter.rules, now: () => 0 }, 1, 0);
     expect(Array.isArray(result)).toBe(true);
     expect(result[0]).toMatchObject({ allowed: true, remaining: 1 });
   });

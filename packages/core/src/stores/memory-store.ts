@@ -4,14 +4,16 @@ import {
   createVerdict,
   type LeaseState,
   type LogState,
+  type StateVector,
   slidingLog,
   type VectorAlgorithm,
   type Verdict,
   vectorAlgorithms,
 } from '../algorithms/index.js';
 import { describe, ErrorCodes, FloodgateError } from '../errors.js';
+import { MAX_TIMER_MS } from '../options.js';
 import type { CompiledRule } from '../rules.js';
-import type { RuleDecision, RuleSet, Store } from './types.js';
+import { keyOfRule, type RuleDecision, type RuleSet, type Store, type StoreKeys } from './types.js';
 
 export interface MemoryStoreOptions {
   /**
@@ -36,7 +38,9 @@ const STATE = 2;
  * The keys of one rule: a Map from key to a slot, and each slot's numbers side
  * by side in one typed array (expiry, last use, then the algorithm's state), so
  * a key costs a Map entry and a few numbers, not an object, and a decision
- * reads one stretch of memory.
+ * reads one stretch of memory. A call decides (`decide`, which writes the
+ * state the call would leave into a buffer it is given) and, when every rule
+ * of the call admits it, commits (`commit`, which stores that state).
  */
 abstract class Table {
   readonly index = new Map<string, number>();
@@ -51,6 +55,12 @@ abstract class Table {
   private cursor: Iterator<[string, number]> | undefined;
   /** Where the next eviction looks for the oldest entry (see evictOldest). */
   private evictions: Iterator<[string, number]> | undefined;
+  /** Whether a call used the table since the sweeper last looked (see MemoryStore.sweep). */
+  touched = true;
+  /** The clock of the limiter that used the table last: the sweeper's "now". */
+  now: () => number = () => 0;
+  /** Set once the store dropped the table: the rule sets that hold it look it up again. */
+  dropped = false;
 
   constructor(
     private readonly maxKeys: number,
@@ -130,7 +140,22 @@ abstract class Table {
 
   protected abstract clear(slot: number): void;
 
-  /** Drops up to SWEEP_BUDGET expired keys, resuming where the last sweep stopped. */
+  /** A buffer for the state a call would leave (vector algorithms), or null. */
+  abstract stateBuffer(): StateVector | null;
+
+  /** Decides a call under `rule`; writes the state it would leave into `next`. Returns the key's slot, or -1. */
+  abstract decide(key: string, rule: CompiledRule, now: number, cost: number, out: Verdict, next: StateVector | null): number;
+
+  /** Records an admitted call decided by `decide`, at `slot` (-1: a new key). */
+  abstract commit(key: string, slot: number, rule: CompiledRule, now: number, cost: number, leaseId: string, out: Verdict, next: StateVector | null): void;
+
+  abstract refund(key: string, rule: CompiledRule, now: number, cost: number): void;
+
+  /**
+   * Drops up to SWEEP_BUDGET expired keys, resuming where the last sweep
+   * stopped. `now` is the current clock: a clock that once ran ahead and came
+   * back drops nothing that is alive at its present time.
+   */
   sweep(now: number): void {
     this.cursor ??= this.index.entries();
     for (let i = 0; i < SWEEP_BUDGET; i++) {
@@ -146,37 +171,33 @@ abstract class Table {
 }
 
 class VectorTable extends Table {
-  readonly verdict: Verdict = createVerdict();
-  readonly next: Float64Array;
-  slot = -1;
-
   constructor(
     readonly algorithm: VectorAlgorithm,
-    size: number,
+    private readonly size: number,
     maxKeys: number,
   ) {
     super(maxKeys, size);
-    this.next = new Float64Array(size);
   }
 
-  decide(key: string, rule: CompiledRule, now: number, cost: number): Verdict {
+  stateBuffer(): StateVector {
+    return new Float64Array(this.size);
+  }
+
+  decide(key: string, rule: CompiledRule, now: number, cost: number, out: Verdict, next: StateVector | null): number {
     const slot = this.find(key);
-    this.slot = slot;
-    this.algorithm.decide(rule, slot < 0 ? null : this.slots, slot * this.stride + STATE, now, cost, this.verdict, this.next);
-    return this.verdict;
+    this.algorithm.decide(rule, slot < 0 ? null : this.slots, slot * this.stride + STATE, now, cost, out, next as StateVector);
+    return slot;
   }
 
-  /** Stores `next` for the key decided last. */
-  commit(key: string, now: number, _rule: CompiledRule, _cost: number, _leaseId: string): void {
-    const slot = this.slot < 0 ? this.allocate(key) : this.slot;
-    this.store(slot);
-    this.expireAt(slot, now + this.verdict.ttlMs);
+  commit(key: string, slot: number, _rule: CompiledRule, now: number, _cost: number, _leaseId: string, out: Verdict, next: StateVector | null): void {
+    const at = slot < 0 ? this.allocate(key) : slot;
+    this.store(at, next as StateVector);
+    this.expireAt(at, now + out.ttlMs);
   }
 
   /** Copies `next` into the slot: a plain loop, as TypedArray#set costs more than the 2 or 3 numbers it moves. */
-  private store(slot: number): void {
+  private store(slot: number, next: StateVector): void {
     const slots = this.slots;
-    const next = this.next;
     const base = slot * this.stride + STATE;
     for (let i = 0; i < next.length; i++) slots[base + i] = next[i] as number;
   }
@@ -184,12 +205,13 @@ class VectorTable extends Table {
   refund(key: string, rule: CompiledRule, now: number, cost: number): void {
     const slot = this.find(key);
     if (slot < 0) return;
-    const ttl = this.algorithm.refund(rule, this.slots, slot * this.stride + STATE, now, cost, this.next);
+    const next = this.stateBuffer();
+    const ttl = this.algorithm.refund(rule, this.slots, slot * this.stride + STATE, now, cost, next);
     if (ttl === 0) {
       this.remove(key, slot);
       return;
     }
-    this.store(slot);
+    this.store(slot, next);
     this.expireAt(slot, now + ttl);
   }
 
@@ -198,20 +220,21 @@ class VectorTable extends Table {
 
 class LogTable extends Table {
   private logs: (LogState | null)[] = [];
-  readonly verdict: Verdict = createVerdict();
-  slot = -1;
 
-  decide(key: string, rule: CompiledRule, now: number, cost: number): Verdict {
-    const slot = this.find(key);
-    this.slot = slot;
-    slidingLog.decide(rule, slot < 0 ? null : (this.logs[slot] as LogState), now, cost, this.verdict);
-    return this.verdict;
+  stateBuffer(): null {
+    return null;
   }
 
-  commit(key: string, now: number, rule: CompiledRule, cost: number, _leaseId: string): void {
-    const slot = this.slot < 0 ? this.allocate(key) : this.slot;
-    this.logs[slot] = slidingLog.commit(rule, this.logs[slot] ?? createLog(), now, cost);
-    this.expireAt(slot, now + this.verdict.ttlMs);
+  decide(key: string, rule: CompiledRule, now: number, cost: number, out: Verdict): number {
+    const slot = this.find(key);
+    slidingLog.decide(rule, slot < 0 ? null : (this.logs[slot] as LogState), now, cost, out);
+    return slot;
+  }
+
+  commit(key: string, slot: number, rule: CompiledRule, now: number, cost: number, _leaseId: string, out: Verdict): void {
+    const at = slot < 0 ? this.allocate(key) : slot;
+    this.logs[at] = slidingLog.commit(rule, this.logs[at] ?? createLog(), now, cost);
+    this.expireAt(at, now + out.ttlMs);
   }
 
   refund(key: string, rule: CompiledRule, now: number, cost: number): void {
@@ -229,24 +252,28 @@ class LogTable extends Table {
 
 class LeaseTable extends Table {
   private leases: (LeaseState | null)[] = [];
-  readonly verdict: Verdict = createVerdict();
-  slot = -1;
 
-  decide(key: string, rule: CompiledRule, now: number, cost: number): Verdict {
+  stateBuffer(): null {
+    return null;
+  }
+
+  decide(key: string, rule: CompiledRule, now: number, cost: number, out: Verdict): number {
     const slot = this.find(key);
-    this.slot = slot;
-    concurrency.decide(rule, slot < 0 ? null : (this.leases[slot] as LeaseState), now, cost, this.verdict);
-    return this.verdict;
+    concurrency.decide(rule, slot < 0 ? null : (this.leases[slot] as LeaseState), now, cost, out);
+    return slot;
   }
 
-  commit(key: string, now: number, rule: CompiledRule, cost: number, leaseId: string): void {
-    const slot = this.slot < 0 ? this.allocate(key) : this.slot;
-    this.leases[slot] = concurrency.commit(rule, this.leases[slot] ?? null, now, cost, leaseId);
-    this.expireAt(slot, now + this.verdict.ttlMs);
+  commit(key: string, slot: number, rule: CompiledRule, now: number, cost: number, leaseId: string, out: Verdict): void {
+    const at = slot < 0 ? this.allocate(key) : slot;
+    this.leases[at] = concurrency.commit(rule, this.leases[at] ?? null, now, cost, leaseId);
+    this.expireAt(at, now + out.ttlMs);
   }
 
-  /** Leases are given back by release(), not by refunds. */
-  refund(): void {}
+  /** Leases are given back by release(), not by refunds; a refund only forgets a key whose leases have all ended. */
+  refund(key: string, _rule: CompiledRule, now: number): void {
+    const slot = this.find(key);
+    if (slot >= 0 && !(this.leases[slot] as LeaseState).expires.some((expires) => expires > now)) this.remove(key, slot);
+  }
 
   release(key: string, leaseId: string, now: number): void {
     const slot = this.find(key);
@@ -261,12 +288,25 @@ class LeaseTable extends Table {
   }
 }
 
-type AnyTable = VectorTable | LogTable | LeaseTable;
+/** What a rule reports about a call it admitted, as part of an admitted call. */
+function admittedDecision(rule: CompiledRule, v: Verdict): RuleDecision {
+  return {
+    name: rule.name,
+    scope: rule.scope,
+    allowed: true,
+    limit: rule.limit,
+    remaining: v.remaining,
+    resetMs: v.resetMs,
+    retryAfterMs: 0,
+    delayMs: v.delayMs,
+  };
+}
 
 /** A rule's decision when nothing was recorded: a denied call, an admitted rule of a denied call, or a peek. */
 function unchanged(rule: CompiledRule, v: Verdict, peek: boolean): RuleDecision {
   return {
     name: rule.name,
+    scope: rule.scope,
     allowed: v.allowed,
     limit: rule.limit,
     remaining: v.remainingNow,
@@ -276,12 +316,24 @@ function unchanged(rule: CompiledRule, v: Verdict, peek: boolean): RuleDecision 
   };
 }
 
+/** The sweeper of every MemoryStore: it holds stores weakly, so a store nobody uses any more can be collected. */
+function startSweeper(store: MemoryStore, intervalMs: number): ReturnType<typeof setInterval> {
+  const ref = new WeakRef(store);
+  const timer = setInterval(() => {
+    const alive = ref.deref();
+    if (alive === undefined) clearInterval(timer);
+    else alive.sweep();
+  }, intervalMs);
+  // Never keep the process alive for the sweeper (Node, Bun, Deno).
+  (timer as { unref?: () => void }).unref?.();
+  return timer;
+}
+
 /**
  * In-process store: the state of every key lives in this process. Decisions
- * are synchronous, O(1) per rule (sliding-log: O(log n)), and allocate only
- * the decisions they return. Memory is bounded by `maxKeys` per rule, and one
- * `unref()`'d timer sweeps expired keys. Use RedisStore when several
- * processes must share one limit.
+ * are synchronous, O(1) per rule (sliding-log: O(log n)). Memory is bounded by
+ * `maxKeys` per rule, and one `unref()`'d timer sweeps expired keys. Use
+ * RedisStore when several processes must share one limit.
  *
  * @example
  * ```ts
@@ -291,14 +343,12 @@ function unchanged(rule: CompiledRule, v: Verdict, peek: boolean): RuleDecision 
 export class MemoryStore implements Store {
   private readonly maxKeys: number;
   private readonly sweepIntervalMs: number;
-  private readonly tables = new Map<string, AnyTable>();
-  private bound = new WeakMap<RuleSet, AnyTable[]>();
+  private readonly tables = new Map<string, Table>();
+  private bound = new WeakMap<RuleSet, Table[]>();
   /** The rule set seen last and its tables: a limiter calls with the same one until its rules change. */
   private lastRuleSet: RuleSet | undefined;
-  private lastTables: AnyTable[] = [];
+  private lastTables: Table[] = [];
   private timer: ReturnType<typeof setInterval> | undefined;
-  /** The latest time a caller passed: the sweeper's notion of now. */
-  private latest = 0;
 
   constructor(options: MemoryStoreOptions = {}) {
     if (typeof options !== 'object' || options === null) {
@@ -313,8 +363,11 @@ export class MemoryStore implements Store {
     if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
       throw new FloodgateError(ErrorCodes.OPTION, `MemoryStore maxKeys must be a positive integer, got ${describe(maxKeys)}.`);
     }
-    if (!Number.isSafeInteger(sweepIntervalMs) || sweepIntervalMs < 1) {
-      throw new FloodgateError(ErrorCodes.OPTION, `MemoryStore sweepIntervalMs must be a positive integer number of ms, got ${describe(sweepIntervalMs)}.`);
+    if (!Number.isSafeInteger(sweepIntervalMs) || sweepIntervalMs < 1 || sweepIntervalMs > MAX_TIMER_MS) {
+      throw new FloodgateError(
+        ErrorCodes.OPTION,
+        `MemoryStore sweepIntervalMs must be a positive integer number of ms, at most ${MAX_TIMER_MS} (the longest timer JavaScript keeps), got ${describe(sweepIntervalMs)}.`,
+      );
     }
     this.maxKeys = maxKeys;
     this.sweepIntervalMs = sweepIntervalMs;
@@ -327,22 +380,46 @@ export class MemoryStore implements Store {
     return total;
   }
 
-  consume(key: string, ruleSet: RuleSet, cost: number, now: number, leaseId = ''): RuleDecision[] {
-    this.observe(now);
+  /** Number of rules' tables the store holds (for tests: tables no rule uses are dropped once empty). */
+  get tableCount(): number {
+    return this.tables.size;
+  }
+
+  consume(keys: StoreKeys, ruleSet: RuleSet, cost: number, now: number, leaseId = ''): RuleDecision[] {
     const tables = this.tablesOf(ruleSet);
     const rules = ruleSet.rules;
+    if (rules.length === 1) {
+      // One rule: decided and recorded in one go.
+      const table = tables[0] as Table;
+      const rule = rules[0] as CompiledRule;
+      const key = keyOfRule(keys, 0);
+      const v = createVerdict();
+      const next = table.stateBuffer();
+      const slot = table.decide(key, rule, now, cost, v, next);
+      if (!v.allowed) return [unchanged(rule, v, false)];
+      table.commit(key, slot, rule, now, cost, leaseId, v, next);
+      return [admittedDecision(rule, v)];
+    }
+    const verdicts = new Array<Verdict>(rules.length);
+    const nexts = new Array<StateVector | null>(rules.length);
+    const slots = new Array<number>(rules.length);
     let admitted = true;
     for (let i = 0; i < rules.length; i++) {
-      if (!(tables[i] as AnyTable).decide(key, rules[i] as CompiledRule, now, cost).allowed) admitted = false;
+      const table = tables[i] as Table;
+      const v = createVerdict();
+      const next = table.stateBuffer();
+      slots[i] = table.decide(keyOfRule(keys, i), rules[i] as CompiledRule, now, cost, v, next);
+      verdicts[i] = v;
+      nexts[i] = next;
+      if (!v.allowed) admitted = false;
     }
     const decisions = new Array<RuleDecision>(rules.length);
     for (let i = 0; i < rules.length; i++) {
-      const table = tables[i] as AnyTable;
       const rule = rules[i] as CompiledRule;
-      const v = table.verdict;
+      const v = verdicts[i] as Verdict;
       if (admitted) {
-        table.commit(key, now, rule, cost, leaseId);
-        decisions[i] = { name: rule.name, allowed: true, limit: rule.limit, remaining: v.remaining, resetMs: v.resetMs, retryAfterMs: 0, delayMs: v.delayMs };
+        (tables[i] as Table).commit(keyOfRule(keys, i), slots[i] as number, rule, now, cost, leaseId, v, nexts[i] as StateVector | null);
+        decisions[i] = admittedDecision(rule, v);
       } else {
         decisions[i] = unchanged(rule, v, false);
       }
@@ -350,68 +427,89 @@ export class MemoryStore implements Store {
     return decisions;
   }
 
-  peek(key: string, ruleSet: RuleSet, now: number): RuleDecision[] {
-    this.observe(now);
+  peek(keys: StoreKeys, ruleSet: RuleSet, now: number): RuleDecision[] {
     const tables = this.tablesOf(ruleSet);
-    return ruleSet.rules.map((rule, i) => unchanged(rule, (tables[i] as AnyTable).decide(key, rule, now, 1), true));
-  }
-
-  refund(key: string, ruleSet: RuleSet, cost: number, now: number): void {
-    this.observe(now);
-    const tables = this.tablesOf(ruleSet);
-    ruleSet.rules.forEach((rule, i) => {
-      (tables[i] as AnyTable).refund(key, rule, now, cost);
+    return ruleSet.rules.map((rule, i) => {
+      const table = tables[i] as Table;
+      const v = createVerdict();
+      table.decide(keyOfRule(keys, i), rule, now, 1, v, table.stateBuffer());
+      return unchanged(rule, v, true);
     });
   }
 
-  release(key: string, ruleSet: RuleSet, leaseId: string, now: number): void {
-    this.observe(now);
+  refund(keys: StoreKeys, ruleSet: RuleSet, cost: number, now: number): void {
     const tables = this.tablesOf(ruleSet);
-    for (const table of tables) if (table instanceof LeaseTable) table.release(key, leaseId, now);
+    ruleSet.rules.forEach((rule, i) => {
+      (tables[i] as Table).refund(keyOfRule(keys, i), rule, now, cost);
+    });
   }
 
-  reset(key: string, ruleSet: RuleSet): void {
-    for (const table of this.tablesOf(ruleSet)) {
+  release(keys: StoreKeys, ruleSet: RuleSet, leaseId: string, now: number): void {
+    const tables = this.tablesOf(ruleSet);
+    tables.forEach((table, i) => {
+      if (table instanceof LeaseTable) table.release(keyOfRule(keys, i), leaseId, now);
+    });
+  }
+
+  reset(keys: StoreKeys, ruleSet: RuleSet): void {
+    this.tablesOf(ruleSet).forEach((table, i) => {
+      const key = keyOfRule(keys, i);
       const slot = table.index.get(key);
       if (slot !== undefined) table.remove(key, slot);
-    }
+    });
   }
 
   /** Stops the sweeper and forgets every key. */
   close(): void {
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
+    for (const table of this.tables.values()) table.dropped = true;
     this.tables.clear();
     this.bound = new WeakMap();
     this.lastRuleSet = undefined;
   }
 
-  private observe(now: number): void {
-    if (now > this.latest) this.latest = now;
-    if (this.timer === undefined) {
-      this.timer = setInterval(() => this.sweep(), this.sweepIntervalMs);
-      // Never keep the process alive for the sweeper (Node, Bun, Deno).
-      (this.timer as { unref?: () => void }).unref?.();
+  /**
+   * Drops expired state, each table by the clock of the limiter that used it
+   * last. A table that holds nothing and that no call used since the last
+   * sweep is dropped: rules renamed or retired by hot updates leave nothing behind.
+   */
+  sweep(): void {
+    for (const [id, table] of this.tables) {
+      let now: number;
+      try {
+        now = table.now();
+      } catch {
+        continue; // a clock that fails now fails the calls too, where it is reported
+      }
+      table.sweep(now);
+      if (table.index.size === 0 && !table.touched) {
+        table.dropped = true;
+        this.tables.delete(id);
+      }
+      table.touched = false;
     }
   }
 
-  private sweep(): void {
-    for (const table of this.tables.values()) table.sweep(this.latest);
-  }
-
-  private tablesOf(ruleSet: RuleSet): AnyTable[] {
-    if (ruleSet === this.lastRuleSet) return this.lastTables;
-    let tables = this.bound.get(ruleSet);
-    if (tables === undefined) {
+  private tablesOf(ruleSet: RuleSet): Table[] {
+    let tables = ruleSet === this.lastRuleSet ? this.lastTables : this.bound.get(ruleSet);
+    if (tables === undefined || tables.some((table) => table.dropped)) {
       tables = ruleSet.rules.map((rule) => this.tableFor(ruleSet.prefix, rule));
       this.bound.set(ruleSet, tables);
     }
-    this.lastRuleSet = ruleSet;
-    this.lastTables = tables;
+    if (ruleSet !== this.lastRuleSet) {
+      this.lastRuleSet = ruleSet;
+      this.lastTables = tables;
+    }
+    for (const table of tables) {
+      table.touched = true;
+      table.now = ruleSet.now;
+    }
+    this.timer ??= startSweeper(this, this.sweepIntervalMs);
     return tables;
   }
 
-  private tableFor(prefix: string, rule: CompiledRule): AnyTable {
+  private tableFor(prefix: string, rule: CompiledRule): Table {
     // Tables are found by what shapes their state, so a hot update that keeps
     // a rule's name and algorithm keeps its keys' state.
     const algorithm = rule.algorithm === 'sliding-log' || rule.algorithm === 'concurrency' ? undefined : vectorAlgorithms[rule.algorithm];

@@ -8,7 +8,7 @@ import { createClient, type RedisClientType } from 'redis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLimiter } from '../limiter.js';
 import type { LimiterOptions } from '../options.js';
-import { SCRIPTS } from './lua.generated.js';
+import { LIBRARY } from './redis/library.generated.js';
 import { RedisStore } from './redis-store.js';
 
 const redisServer = useRedisServer();
@@ -17,18 +17,19 @@ let prefixes = 0;
 const fresh = (name: string) => `${name}${prefixes++}:`;
 /** Far above any round trip: a loaded machine cannot turn a decision into a store error. */
 const timeoutMs = 30_000;
-const start = Date.UTC(2026, 0, 1, 0, 0, 30);
+/** The limiters' clock (RedisStore clock: 'client'): ahead of Redis's own, as that clock's absolute expiries need. */
+const start = Date.UTC(2100, 0, 1, 0, 0, 30);
 
 /**
  * A limiter on node-redis that decides with its own clock (RedisStore clock: 'client'),
  * and fails loudly: a store error denies, and is recorded.
  */
-function limiterOnNodeRedis(options: LimiterOptions, now = () => start) {
+function limiterOnNodeRedis(options: LimiterOptions, now = () => start, mode?: 'functions' | 'scripts') {
   const errors: unknown[] = [];
   const prefix = fresh('node-redis');
   const limiter = createLimiter({
     ...options,
-    store: new RedisStore({ client, clock: 'client' }),
+    store: new RedisStore({ client, clock: 'client', ...(mode === undefined ? {} : { mode }) }),
     prefix,
     now,
     timeoutMs,
@@ -68,7 +69,7 @@ describe('RedisStore with a node-redis client', () => {
     expect(errors).toEqual([]);
   });
 
-  it('decides a multi-rule limiter in one EVALSHA, names the binding rule, and leaves a denied call no trace', async () => {
+  it('decides a multi-rule limiter in one FCALL, names the binding rule, and leaves a denied call no trace', async () => {
     let now = start;
     const { limiter, errors, prefix } = limiterOnNodeRedis(
       {
@@ -81,9 +82,9 @@ describe('RedisStore with a node-redis client', () => {
       () => now,
     );
     const admin = redisServer.client;
-    const keys = (limiter.store as RedisStore).keysOf('+15550100', { prefix, rules: limiter.rules });
+    const keys = (limiter.store as RedisStore).keysOf('+15550100', { prefix, rules: limiter.rules, now: () => now });
 
-    await limiter.consume('+15550100'); // loads the script
+    await limiter.consume('+15550100'); // loads the library
     const before = await Promise.all(keys.map((key) => admin.dumpBuffer(key)));
     expect(before.every((dump) => dump !== null)).toBe(true);
     const monitor = await admin.duplicate().monitor();
@@ -100,7 +101,7 @@ describe('RedisStore with a node-redis client', () => {
     await admin.echo(marker);
     await markerSeen;
     monitor.disconnect();
-    expect(commands).toEqual(['evalsha']);
+    expect(commands).toEqual(['fcall']);
     expect(denied).toMatchObject({ allowed: false, rule: 'per-minute', retryAfterMs: 30_000 });
     const after = await Promise.all(keys.map((key) => admin.dumpBuffer(key)));
     expect(after.map((b) => b?.toString('hex'))).toEqual(before.map((b) => b?.toString('hex')));
@@ -115,9 +116,25 @@ describe('RedisStore with a node-redis client', () => {
     expect(errors).toEqual([]);
   });
 
-  it("recovers from SCRIPT FLUSH: node-redis's NOSCRIPT error is an Error starting with NOSCRIPT, and EVAL follows", async () => {
+  it("loads the library again after FUNCTION FLUSH: node-redis's error for a missing function says so", async () => {
     const { limiter, errors } = limiterOnNodeRedis({ algorithm: 'sliding-log', limit: 2, windowMs: 60_000 });
-    const script = SCRIPTS['sliding-log'];
+    const admin = redisServer.client;
+    await admin.call('FUNCTION', 'FLUSH');
+    // What RedisStore's check for a missing library is given.
+    const missing = await client.fCall(LIBRARY.write, { keys: ['probe'], arguments: [] }).catch((error: unknown) => error);
+    expect(missing).toBeInstanceOf(Error);
+    expect((missing as Error).message).toMatch(/Function not found/);
+
+    expect(await limiter.consume('k')).toMatchObject({ allowed: true, remaining: 1 });
+    await admin.call('FUNCTION', 'FLUSH');
+    expect(await limiter.consume('k')).toMatchObject({ allowed: true, remaining: 0 });
+    expect(await limiter.consume('k')).toMatchObject({ allowed: false, remaining: 0 });
+    expect(errors).toEqual([]);
+  });
+
+  it("runs as scripts too: node-redis's NOSCRIPT error starts with NOSCRIPT, and EVAL follows", async () => {
+    const { limiter, errors } = limiterOnNodeRedis({ algorithm: 'sliding-log', limit: 2, windowMs: 60_000 }, () => start, 'scripts');
+    const script = LIBRARY.scripts.write;
     const admin = redisServer.client;
     await admin.script('FLUSH');
     // What RedisStore's NOSCRIPT check (error instanceof Error && /^NOSCRIPT/.test(message)) is given.

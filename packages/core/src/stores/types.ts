@@ -4,6 +4,8 @@ import type { CompiledRule } from '../rules.js';
 export interface RuleDecision {
   /** The rule's name. */
   name: string;
+  /** The rule's scope: whose key it counts under (`'key'` unless the rule says otherwise). */
+  scope: string;
   /** Whether this rule admits the call (the call is admitted only when every rule does). */
   allowed: boolean;
   /** The rule's `limit`. */
@@ -26,10 +28,24 @@ export interface RuleSet {
   /** Key namespace of the limiter (`prefix` option). */
   readonly prefix: string;
   readonly rules: readonly CompiledRule[];
+  /** The limiter's clock: what a store that expires state on its own (MemoryStore's sweeper) reads between calls. */
+  readonly now: () => number;
 }
 
 /** A value, or a promise of it: stores may answer synchronously (MemoryStore) or not (RedisStore). */
 export type Awaitable<T> = T | Promise<T>;
+
+/**
+ * The key of each rule of a call, as the limiter hands it to a store: one
+ * string when every rule takes the same key (rules of one scope, the usual
+ * case), else one per rule, in the order of the rule set. Keys come checked,
+ * hashed when long, and qualified by their scope, so that no two (scope, key)
+ * pairs share one: a store uses them as they are. They hold no `{` or `}`.
+ */
+export type StoreKeys = string | readonly string[];
+
+/** The key of rule `i` of a call. */
+export const keyOfRule = (keys: StoreKeys, i: number): string => (typeof keys === 'string' ? keys : (keys[i] as string));
 
 /**
  * Where limiter state lives. A store runs every rule of a call at once and
@@ -42,15 +58,15 @@ export interface Store {
    * Decides a call of `cost` units against every rule; records it only when
    * every rule admits it. `leaseId` names the lease concurrency rules take.
    */
-  consume(key: string, ruleSet: RuleSet, cost: number, now: number, leaseId?: string): Awaitable<RuleDecision[]>;
+  consume(keys: StoreKeys, ruleSet: RuleSet, cost: number, now: number, leaseId?: string): Awaitable<RuleDecision[]>;
   /** The decisions a call of cost 1 would get now, with `remaining` = units available now; changes nothing. */
-  peek(key: string, ruleSet: RuleSet, now: number): Awaitable<RuleDecision[]>;
-  /** Gives `cost` units back to every rule of the key, never above capacity; no-op for expired state. */
-  refund(key: string, ruleSet: RuleSet, cost: number, now: number): Awaitable<void>;
-  /** Forgets the key in every rule. */
-  reset(key: string, ruleSet: RuleSet): Awaitable<void>;
-  /** Ends a lease of the key's concurrency rules early (stores without concurrency support may omit it). */
-  release?(key: string, ruleSet: RuleSet, leaseId: string, now: number): Awaitable<void>;
+  peek(keys: StoreKeys, ruleSet: RuleSet, now: number): Awaitable<RuleDecision[]>;
+  /** Gives `cost` units back to every rule, never above capacity; no-op for expired state. */
+  refund(keys: StoreKeys, ruleSet: RuleSet, cost: number, now: number): Awaitable<void>;
+  /** Forgets the keys in every rule. */
+  reset(keys: StoreKeys, ruleSet: RuleSet): Awaitable<void>;
+  /** Ends a lease of the call's concurrency rules early (stores without concurrency support may omit it). */
+  release?(keys: StoreKeys, ruleSet: RuleSet, leaseId: string, now: number): Awaitable<void>;
   /** Releases timers and connections the store owns. */
   close?(): Awaitable<void>;
 }

@@ -33,52 +33,79 @@ export function expectedDecision(rules: RuleDecision[]): Decision {
 
 /** What a rule reports when the call left its state as it was. */
 function nothingRecorded(rule: CompiledRule, v: Verdict, delayMs: number): RuleDecision {
-  return { name: rule.name, allowed: v.allowed, limit: rule.limit, remaining: v.remainingNow, resetMs: v.resetMsNow, retryAfterMs: v.retryAfterMs, delayMs };
+  return {
+    name: rule.name,
+    scope: rule.scope,
+    allowed: v.allowed,
+    limit: rule.limit,
+    remaining: v.remainingNow,
+    resetMs: v.resetMsNow,
+    retryAfterMs: v.retryAfterMs,
+    delayMs,
+  };
+}
+
+/** The key a rule counts under in a call: scope `key` takes a string, the others a field of an object; `global` none. */
+function keyOf(rule: CompiledRule, keys: string | Readonly<Record<string, string>>): string {
+  if (rule.scope === 'global') return '';
+  const key = typeof keys === 'string' ? (rule.scope === 'key' ? keys : undefined) : keys[rule.scope];
+  if (key === undefined) throw new Error(`reference: no key for scope ${rule.scope}`);
+  return key;
 }
 
 export function referenceLimiter(rules: readonly CompiledRule[]) {
-  const states = new Map<string, RuleState[]>();
-  const get = (key: string) => states.get(key) ?? rules.map(() => null);
+  /** State per rule and key. */
+  const states = new Map<string, RuleState>();
+  const id = (i: number, keys: string | Readonly<Record<string, string>>) => `${i}\u0000${keyOf(rules[i] as CompiledRule, keys)}`;
+  const get = (i: number, keys: string | Readonly<Record<string, string>>) => states.get(id(i, keys)) ?? null;
+  const set = (i: number, keys: string | Readonly<Record<string, string>>, state: RuleState) => {
+    if (state === null) states.delete(id(i, keys));
+    else states.set(id(i, keys), state);
+  };
   return {
-    consume(key: string, now: number, cost: number, leaseId?: string): RuleDecision[] {
-      const current = get(key);
-      const results = rules.map((rule, i) => step(rule, current[i] ?? null, now, cost, leaseId));
+    consume(keys: string | Readonly<Record<string, string>>, now: number, cost: number, leaseId?: string): RuleDecision[] {
+      const results = rules.map((rule, i) => step(rule, get(i, keys), now, cost, leaseId));
       const admitted = results.every((r) => r.verdict.allowed);
       if (admitted)
-        states.set(
-          key,
-          results.map((r) => r.state),
-        );
+        results.forEach((r, i) => {
+          set(i, keys, r.state);
+        });
       return results.map(({ verdict: v }, i) => {
         const rule = rules[i] as CompiledRule;
         if (admitted)
-          return { name: rule.name, allowed: true, limit: rule.limit, remaining: v.remaining, resetMs: v.resetMs, retryAfterMs: 0, delayMs: v.delayMs };
+          return {
+            name: rule.name,
+            scope: rule.scope,
+            allowed: true,
+            limit: rule.limit,
+            remaining: v.remaining,
+            resetMs: v.resetMs,
+            retryAfterMs: 0,
+            delayMs: v.delayMs,
+          };
         return nothingRecorded(rule, v, 0);
       });
     },
-    peek(key: string, now: number): RuleDecision[] {
-      const current = get(key);
+    peek(keys: string | Readonly<Record<string, string>>, now: number): RuleDecision[] {
       return rules.map((rule, i) => {
-        const v = step(rule, current[i] ?? null, now, 1).verdict;
+        const v = step(rule, get(i, keys), now, 1).verdict;
         return nothingRecorded(rule, v, v.allowed ? v.delayMs : 0);
       });
     },
-    refund(key: string, now: number, cost: number): void {
-      const current = get(key);
-      states.set(
-        key,
-        rules.map((rule, i) => refundStep(rule, current[i] ?? null, now, cost)),
-      );
+    refund(keys: string | Readonly<Record<string, string>>, now: number, cost: number): void {
+      rules.forEach((rule, i) => {
+        set(i, keys, refundStep(rule, get(i, keys), now, cost));
+      });
     },
-    reset(key: string): void {
-      states.delete(key);
+    reset(keys: string | Readonly<Record<string, string>>): void {
+      rules.forEach((_, i) => {
+        set(i, keys, null);
+      });
     },
-    release(key: string, now: number, leaseId: string): void {
-      const current = get(key);
-      states.set(
-        key,
-        rules.map((rule, i) => (rule.algorithm === 'concurrency' ? releaseStep(current[i] ?? null, leaseId, now) : (current[i] ?? null))),
-      );
+    release(keys: string | Readonly<Record<string, string>>, now: number, leaseId: string): void {
+      rules.forEach((rule, i) => {
+        if (rule.algorithm === 'concurrency') set(i, keys, releaseStep(get(i, keys), leaseId, now));
+      });
     },
   };
 }

@@ -1,0 +1,113 @@
+/*
+ * From the keys a call names to the keys stores keep state under. A call
+ * names one key (`'user:42'`, the scope `key`) or one per scope its rules use
+ * (`{ ip, user }`); `global` rules take none. Each becomes a store key:
+ * checked, made well-formed, hashed when long, and qualified by its scope,
+ * so that no two (scope, key) pairs share a store key:
+ *
+ *   scope key:     the key, with `{`, `}` and `%` percent-encoded
+ *   other scopes:  %<scope>:<the key, encoded the same way>
+ *   global:        %global
+ *   a long key:    %sha256=<hex> in place of the key
+ *
+ * A key can hold no bare `%`, so the forms above cannot meet. Store keys hold
+ * no braces either: RedisStore puts each one in a Cluster hash tag as is.
+ */
+import { describe, ErrorCodes, FloodgateError } from './errors.js';
+import type { CompiledRule } from './rules.js';
+import type { StoreKeys } from './stores/types.js';
+
+/** The key(s) a call is limited under: one key (scope `key`), or one per scope of the rules. */
+export type Keys = string | Readonly<Record<string, string>>;
+
+/** Keys longer than this many UTF-8 bytes are stored as their SHA-256, so a client cannot bloat the store. */
+export const MAX_KEY_BYTES = 256;
+
+const GLOBAL = '%global';
+
+/** How a rule set turns a call's keys into store keys. */
+export interface Keying {
+  /** The scopes its rules use, in the order they first appear. */
+  readonly scopes: readonly string[];
+  /** Per rule: the index of its scope in `scopes`. */
+  readonly ruleScopes: readonly number[];
+}
+
+export function keyingOf(rules: readonly CompiledRule[]): Keying {
+  const scopes: string[] = [];
+  const ruleScopes = rules.map((rule) => {
+    const at = scopes.indexOf(rule.scope);
+    if (at >= 0) return at;
+    scopes.push(rule.scope);
+    return scopes.length - 1;
+  });
+  return { scopes, ruleScopes };
+}
+
+async function sha256Hex(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(text));
+  let hex = '';
+  for (const byte of new Uint8Array(digest)) hex += byte.toString(16).padStart(2, '0');
+  return hex;
+}
+
+const encode = (key: string): string => (/[{}%]/.test(key) ? key.replace(/[{}%]/g, (c) => (c === '{' ? '%7B' : c === '}' ? '%7D' : '%25')) : key);
+
+/**
+ * A lone surrogate is not text: it travels to Redis as U+FFFD, so it is one
+ * here too, and both stores see the same bytes.
+ */
+const wellFormed = (key: string): string => {
+  const text = key as string & { isWellFormed(): boolean; toWellFormed(): string };
+  return text.isWellFormed() ? key : text.toWellFormed();
+};
+
+function missing(scope: string, keys: unknown): FloodgateError {
+  if (typeof keys === 'object' && keys !== null && !Array.isArray(keys)) {
+    const value = (keys as Record<string, unknown>)[scope];
+    return new FloodgateError(
+      ErrorCodes.KEY,
+      value === undefined
+        ? `A rule counts under scope '${scope}', and the call has no key for it: pass consume({ ${scope}: '...' }) (it has ${Object.keys(keys)
+            .map((k) => `'${k}'`)
+            .join(', ')}).`
+        : `The key for scope '${scope}' must be a non-empty string, got ${describe(value)}.`,
+    );
+  }
+  if (typeof keys === 'string' && keys.length > 0) {
+    return new FloodgateError(ErrorCodes.KEY, `A rule counts under scope '${scope}': pass an object of keys, like consume({ ${scope}: '...' }).`);
+  }
+  return new FloodgateError(
+    ErrorCodes.KEY,
+    `The key must be a non-empty string (or an object of keys by scope), got ${describe(keys)}. Check the key function or the value passed to the limiter.`,
+  );
+}
+
+/** The store key of one scope of a call. */
+function storeKey(scope: string, keys: Keys): string | Promise<string> {
+  if (scope === 'global') return GLOBAL;
+  const given: unknown = typeof keys === 'string' ? (scope === 'key' ? keys : undefined) : typeof keys === 'object' && keys !== null ? keys[scope] : undefined;
+  if (typeof given !== 'string' || given.length === 0) throw missing(scope, keys);
+  const key = wellFormed(given);
+  const head = scope === 'key' ? '' : `%${scope}:`;
+  // A UTF-16 unit is at most 3 UTF-8 bytes: only long keys need measuring.
+  if (key.length * 3 <= MAX_KEY_BYTES || new TextEncoder().encode(key).length <= MAX_KEY_BYTES) return head + encode(key);
+  return sha256Hex(key).then((hex) => `${head}%sha256=${hex}`);
+}
+
+/**
+ * The store keys of a call under a rule set: one string when its rules share
+ * one scope, else one per rule. A promise only when a key must be hashed.
+ * Throws ERR_FG_KEY for a missing or empty key, naming its scope.
+ */
+export function storeKeys(keying: Keying, keys: Keys): StoreKeys | Promise<StoreKeys> {
+  const { scopes, ruleScopes } = keying;
+  if (scopes.length === 1) return storeKey(scopes[0] as string, keys);
+  const byScope = scopes.map((scope) => storeKey(scope, keys));
+  const perRule = (resolved: readonly string[]) => ruleScopes.map((i) => resolved[i] as string);
+  if (byScope.every((key) => typeof key === 'string')) return perRule(byScope as string[]);
+  return Promise.all(byScope).then(perRule);
+}
+
+/** One string for all the store keys of a call (the local deny cache's key): `}` cannot occur in a store key. */
+export const joinedKeys = (keys: StoreKeys): string => (typeof keys === 'string' ? keys : keys.join('}'));
