@@ -58,7 +58,7 @@ function commandsOf(file) {
   };
   for (let i = 0; i < lines.length; i++) {
     if (/^```(sh|bash|shell)\s*$/.test(lines[i])) {
-      for (i++; !lines[i].startsWith('```'); i++) {
+      for (i++; i < lines.length && !lines[i].startsWith('```'); i++) {
         const [command, comment = ''] = lines[i].split(/\s+#\s/);
         // `[--out DIR]`: optional arguments of a usage line.
         const bare = command.replace(/\s*\[[^\]]*\]/g, '').trim();

@@ -48,6 +48,7 @@ function snippetsOf(file) {
     const open = /^```(\w+)\s*$/.exec(lines[i]);
     if (!open) continue;
     const end = lines.findIndex((line, j) => j > i && line.startsWith('```'));
+    if (end === -1) throw new Error(`${relative(root, file)}:${i + 1}: a code block that never ends`);
     const language = languages[open[1]];
     if (language !== undefined) {
       const marker = /^<!--\s*snippet:\s*(.*?)\s*-->$/.exec(lines[i - 1]?.trim() ?? '')?.[1] ?? '';
@@ -59,7 +60,7 @@ function snippetsOf(file) {
   return snippets;
 }
 
-/** The folder a snippet compiles in, and the name of its preamble. */
+/** The package folder a snippet compiles in; its preamble is scripts/snippets/<folder name>.d.ts. */
 function homeOf(snippet) {
   const rel = relative(root, snippet.file).split(/[\\/]/);
   if (snippet.word !== '' && snippet.word !== 'no-run') return join(root, 'packages', snippet.word);
