@@ -117,7 +117,12 @@ for (const [home, snippets] of homes) {
       ts.forEachChild(node, visit);
     };
     visit(source);
-    if (s.language === 'js' && s.free.size === 0 && s.word !== 'no-run') programs.push(s);
+    if (s.language !== 'js' || s.free.size > 0 || s.word === 'no-run') continue;
+    // Never run against whatever Redis the machine has (its 6379 may be someone's data).
+    if (/from '(ioredis|redis)'/.test(s.code)) {
+      console.error(`${where(s)}: a program that connects to Redis: mark it <!-- snippet: no-run: needs a Redis --> (or make it a fragment)`);
+      failures++;
+    } else programs.push(s);
   }
   // The preamble itself, and the options.
   for (const d of [...(preambleFile ? ts.getPreEmitDiagnostics(program, preambleFile) : []), ...program.getOptionsDiagnostics()]) {
