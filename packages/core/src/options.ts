@@ -47,6 +47,8 @@ export interface LimiterConfiguration {
 }
 
 const shorthandKeys = ['name', 'algorithm', 'limit', 'windowMs', 'burst', 'segments', 'mode'] as const;
+/** The options that describe one rule in shorthand: replaced as a whole by `rules`, and the other way round. */
+export const ruleShorthandNames: ReadonlySet<string> = new Set(shorthandKeys);
 /** Every option createLimiter takes. */
 export const limiterOptionNames: ReadonlySet<string> = new Set([
   ...shorthandKeys,
