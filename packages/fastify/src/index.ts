@@ -232,4 +232,4 @@ const plugin: FastifyPluginCallback<FastifyRateLimitOptions> = (fastify, options
  * app.get('/health', { config: { rateLimit: false } }, () => 'ok');
  * ```
  */
-export const rateLimit = fp(plugin, { fastify: '4.x || 5.x', name: '@floodgate/fastify' });
+export const rateLimit = fp(plugin, { fastify: '^4.23.0 || ^5.0.0', name: '@floodgate/fastify' });
