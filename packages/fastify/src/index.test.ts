@@ -216,6 +216,12 @@ describe.each(frameworks)('%s specifics', (_, Fastify) => {
     expect(declare({ hook: 'onResponse' })).toThrow(/GET \/x: config\.rateLimit\.hook must be/);
     expect(declare('strict')).toThrow(code('ERR_FG_OPTION'));
     await app.close();
+    const unlimited = newApp(Fastify);
+    await unlimited.register(rateLimit, { global: false, headers: 'draft-8' });
+    expect(() => unlimited.get('/y', { config: { rateLimit: { cost: 2 } } }, ok)).toThrow(
+      /GET \/y: config\.rateLimit sets no limit and neither does the plugin/,
+    );
+    await unlimited.close();
   });
 
   it("passes request-time errors to Fastify's error handler as a FloodgateError, and Fastify answers 500", async () => {
@@ -338,6 +344,24 @@ describe.each(frameworks)('%s specifics', (_, Fastify) => {
       expect(await statuses(get, '/', 2, as('ada'))).toEqual([200, 429]); // the per-user limit
       expect(await statuses(get, '/', 1, as('grace'))).toEqual([200]);
       expect(await statuses(get, '/', 1, as('linus'))).toEqual([429]); // the per-IP limit: three requests so far
+    });
+  });
+
+  it('settles each stacked limit: both give back the units of a failed request', async () => {
+    const first = createLimiter({ ...minute, limit: 1 });
+    const second = createLimiter({ ...minute, limit: 1 });
+    const app = newApp(Fastify);
+    await app.register(rateLimit, { limiter: first, key: () => 'k', skipFailedRequests: true });
+    await app.register(rateLimit, { limiter: second, key: () => 'k', skipFailedRequests: true });
+    app.get('/', () => {
+      throw new Error('the route failed');
+    });
+    await serve(app, async (get) => {
+      expect(await statuses(get, '/', 1)).toEqual([500]);
+      const deadline = Date.now() + 3000;
+      const refunded = async () => (await first.peek('k')).remaining === 1 && (await second.peek('k')).remaining === 1;
+      while (!(await refunded()) && Date.now() < deadline) await sleep(5);
+      expect(await refunded()).toBe(true);
     });
   });
 

@@ -49,8 +49,7 @@ export interface FastifyRateLimitOptions extends FastifyRouteRateLimitOptions {
 
 type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
 type Options = Record<string, unknown>;
-
-const hooks: readonly string[] = ['onRequest', 'preValidation', 'preHandler'];
+type RouteHook = { stage: RateLimitHook; hook: Hook };
 
 const reader: RequestReader<FastifyArgs> = {
   clientIp: (request) => request.ip,
@@ -74,23 +73,20 @@ export const keyBy: KeyBy<FastifyArgs> = createKeyBy(reader);
  * Fastify's onSend: the handler is done once it sent its reply (errors too), whether or
  * not the client is still there to read it.
  */
-const handlerDone = new WeakMap<FastifyRequest, { promise: Promise<number>; resolve: (status: number) => void }>();
+const handlerDone = new WeakMap<FastifyRequest, (status: number) => void>();
 
 function whenHandlerDone(request: FastifyRequest): Promise<number> {
-  let done = handlerDone.get(request);
-  if (done === undefined) {
-    let resolve: (status: number) => void = () => {};
-    const promise = new Promise<number>((settle) => {
-      resolve = settle;
+  return new Promise<number>((resolve) => {
+    const earlier = handlerDone.get(request); // a stacked limit on the same request
+    handlerDone.set(request, (status) => {
+      earlier?.(status);
+      resolve(status);
     });
-    done = { promise, resolve };
-    handlerDone.set(request, done);
-  }
-  return done.promise;
+  });
 }
 
 const signalHandlerDone: onSendHookHandler = (request, reply, payload, next) => {
-  handlerDone.get(request)?.resolve(reply.statusCode);
+  handlerDone.get(request)?.(reply.statusCode);
   next(null, payload);
 };
 
@@ -124,7 +120,7 @@ function createHook(options: RateLimitOptions<FastifyArgs, FastifyHandler>): { h
 }
 
 function checkHook(hook: unknown, where: string): RateLimitHook {
-  if (typeof hook !== 'string' || !hooks.includes(hook)) {
+  if (typeof hook !== 'string' || !['onRequest', 'preValidation', 'preHandler'].includes(hook)) {
     throw new FloodgateError(ErrorCodes.OPTION, `${where}hook must be 'onRequest', 'preValidation' or 'preHandler', got ${JSON.stringify(hook)}.`);
   }
   return hook as RateLimitHook;
@@ -140,20 +136,20 @@ const hasLimits = (options: Options) => options.limiter !== undefined || Object.
 function mergeOptions(plugin: Options, own: Options, shared: Limiter | undefined, route: string): Options {
   const merged: Options = {};
   for (const [name, value] of Object.entries(plugin)) if (name !== 'limiter' && !limiterOptionNames.has(name)) merged[name] = value;
-  if (!hasLimits(own)) return { ...merged, limiter: shared, ...own };
+  if (!hasLimits(own)) {
+    if (shared !== undefined) return { ...merged, limiter: shared, ...own };
+    throw new FloodgateError(
+      ErrorCodes.RULES,
+      `${route}: config.rateLimit sets no limit and neither does the plugin: give one of them limit and windowMs, rules or a limiter.`,
+    );
+  }
   if (own.limiter === undefined) {
-    const ownNames = Object.keys(own);
-    const replaced = own.rules !== undefined ? ruleShorthandNames : ownNames.some((name) => ruleShorthandNames.has(name)) ? new Set(['rules']) : new Set();
+    const replaced =
+      own.rules !== undefined ? ruleShorthandNames : Object.keys(own).some((name) => ruleShorthandNames.has(name)) ? new Set(['rules']) : new Set();
     for (const [name, value] of Object.entries(plugin)) if (limiterOptionNames.has(name) && !replaced.has(name)) merged[name] = value;
     merged.prefix = `${plugin.prefix ?? 'fg:'}${route}:`; // 'fg:' is createLimiter's default prefix
   }
   return { ...merged, ...own };
-}
-
-function addRouteHook(route: RouteOptions, stage: RateLimitHook, hook: Hook): void {
-  const existing = route[stage] as unknown;
-  // After the route's own hooks of that stage (authentication, say), so that a key can read what they set.
-  route[stage] = (existing === undefined ? [hook] : [existing, hook].flat()) as RouteOptions[typeof stage];
 }
 
 function install(fastify: FastifyInstance, options: FastifyRateLimitOptions): void {
@@ -163,7 +159,7 @@ function install(fastify: FastifyInstance, options: FastifyRateLimitOptions): vo
   // Built now, so that bad options fail at register time; its limiter is the one routes without limits of their own share.
   const base = global || hasLimits(pluginOptions) ? createHook(pluginOptions) : undefined;
   /** Route hooks by the route's own options object and URL: a GET route and its automatic HEAD route share one. */
-  const routeHooks = new WeakMap<object, Map<string, { stage: RateLimitHook; hook: Hook }>>();
+  const routeHooks = new WeakMap<object, Map<string, RouteHook>>();
 
   if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined);
   fastify.addHook('onSend', signalHandlerDone);
@@ -174,7 +170,7 @@ function install(fastify: FastifyInstance, options: FastifyRateLimitOptions): vo
     if (typeof own !== 'object' || own === null || Array.isArray(own)) {
       throw new FloodgateError(ErrorCodes.OPTION, `${name}: config.rateLimit must be an options object or false, got ${JSON.stringify(own)}.`);
     }
-    const byUrl = routeHooks.get(own) ?? new Map();
+    const byUrl = routeHooks.get(own) ?? new Map<string, RouteHook>();
     routeHooks.set(own, byUrl);
     let built = byUrl.get(route.url);
     if (built === undefined) {
@@ -185,7 +181,9 @@ function install(fastify: FastifyInstance, options: FastifyRateLimitOptions): vo
       };
       byUrl.set(route.url, built);
     }
-    addRouteHook(route, built.stage, built.hook);
+    // After the route's own hooks of that stage (authentication, say), so that a key can read what they set.
+    const existing: unknown = route[built.stage];
+    route[built.stage] = (existing === undefined ? [built.hook] : [existing, built.hook].flat()) as RouteOptions['onRequest'];
   });
   if (base !== undefined && global) {
     // A context hook, not a route hook: it limits every route of the context whenever it was
@@ -216,7 +214,7 @@ const plugin: FastifyPluginCallback<FastifyRateLimitOptions> = (fastify, options
 /**
  * Rate limiting for Fastify 4 and 5, as a plugin. Registered with `global: true`
  * (the default) it limits every route of the context it is registered in (and
- * the context's not-found handler); with `global: false`, only routes with
+ * that context's not-found handler: every 404 at the root); with `global: false`, only routes with
  * `config: { rateLimit: {...} }`. A route's own options are merged over the
  * plugin's; `config: { rateLimit: false }` exempts a route. The decision is
  * `request.rateLimit`.
