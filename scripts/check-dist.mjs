@@ -13,6 +13,7 @@ const packages = {
   '@floodgate/express': ['rateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/koa': ['rateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/hono': ['rateLimit', 'createLimiter', 'FloodgateError'],
+  '@floodgate/fastify': ['rateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/prometheus': ['instrument'],
 };
 // Packages that must run on every runtime Hono supports: no Node built-in in what they load.
@@ -54,3 +55,8 @@ const express = require('@floodgate/express');
 assert.equal(typeof express.keyBy.ip, 'function');
 assert.equal(typeof express.rateLimit({ limit: 1, windowMs: 1000, key: express.keyBy.header('x-user-id') }), 'function');
 console.log('ok the CJS Express adapter builds a middleware');
+
+const fastify = createRequire(new URL('../packages/fastify/package.json', import.meta.url))('@floodgate/fastify');
+assert.equal(typeof fastify.keyBy.ip, 'function');
+assert.equal(fastify.rateLimit[Symbol.for('plugin-meta')]?.name, '@floodgate/fastify');
+console.log('ok the CJS Fastify adapter is a fastify-plugin');

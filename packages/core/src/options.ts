@@ -53,7 +53,10 @@ export interface LimiterConfiguration {
 }
 
 const shorthandKeys = ['name', 'algorithm', 'limit', 'windowMs', 'burst', 'segments', 'mode', 'scope'] as const;
-/** The fields of one rule given in shorthand (createLimiter's own, or updateRules'). */
+/**
+ * The options that describe one rule in shorthand (createLimiter's own, or
+ * updateRules'): replaced as a whole by `rules`, and the other way round.
+ */
 export const ruleShorthandNames: ReadonlySet<string> = new Set(shorthandKeys);
 
 /** Every option createLimiter takes. */

@@ -1,0 +1,233 @@
+import { type Decision, ErrorCodes, FloodgateError, type Limiter } from '@floodgate/core';
+import {
+  createKeyBy,
+  createRateLimitFlow,
+  joinHeader,
+  type KeyBy,
+  limiterOptionNames,
+  type RateLimitOptions,
+  type RequestReader,
+  ruleShorthandNames,
+  settleWhenDone,
+} from '@floodgate/core/adapter';
+import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest, onSendHookHandler, RouteOptions } from 'fastify';
+import fp from 'fastify-plugin';
+
+export { createLimiter, type Decision, FloodgateError, type Limiter, MemoryStore, type RuleOptions } from '@floodgate/core';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The rate-limit decision for this request, set by @floodgate/fastify. */
+    rateLimit?: Decision;
+  }
+  interface FastifyContextConfig {
+    /** This route's own rate-limit options, merged over the plugin's; `false` exempts the route. */
+    rateLimit?: FastifyRouteRateLimitOptions | false;
+  }
+}
+
+/** What `key`, `cost`, `skip`, `message`, `allowList` and `denyList` receive. */
+export type FastifyArgs = [request: FastifyRequest, reply: FastifyReply];
+
+/** A custom denial response: send it with `reply` or return the payload. The status (statusCode) and rate-limit headers are already set. */
+export type FastifyHandler = (request: FastifyRequest, reply: FastifyReply, decision: Decision) => unknown;
+
+/** The request lifecycle hook a limit runs in: `onRequest` before the body is parsed, the others after. */
+export type RateLimitHook = 'onRequest' | 'preValidation' | 'preHandler';
+
+/** Options of a route's `config: { rateLimit }`: any plugin option but `global`. */
+export interface FastifyRouteRateLimitOptions extends RateLimitOptions<FastifyArgs, FastifyHandler> {
+  /** Where in the request lifecycle the limit runs; a key that reads the body needs 'preValidation' or 'preHandler'. @defaultValue 'onRequest' */
+  hook?: RateLimitHook;
+}
+
+/** Options of the `rateLimit` plugin (see `@floodgate/core` RateLimitOptions). */
+export interface FastifyRateLimitOptions extends FastifyRouteRateLimitOptions {
+  /** Limit every route of the context (true), or only routes with `config: { rateLimit: {...} }` (false). @defaultValue true */
+  global?: boolean;
+}
+
+type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+type Options = Record<string, unknown>;
+type RouteHook = { stage: RateLimitHook; hook: Hook };
+
+const reader: RequestReader<FastifyArgs> = {
+  clientIp: (request) => request.ip,
+  socketIp: (request) => request.raw.socket?.remoteAddress,
+  header: (name, request) => joinHeader(request.headers[name]),
+};
+
+/**
+ * Key extractors for Fastify. `keyBy.ip()` reads `request.ip`, so it follows
+ * Fastify's `trustProxy` option.
+ *
+ * @example
+ * ```ts
+ * app.post('/sms', { config: { rateLimit: { limit: 1, windowMs: 60_000, key: keyBy.header('x-user-id') } } }, send);
+ * ```
+ */
+export const keyBy: KeyBy<FastifyArgs> = createKeyBy(reader);
+
+/**
+ * Per request, a promise of the status the route's handler answered with, settled by
+ * Fastify's onSend: the handler is done once it sent its reply (errors too), whether or
+ * not the client is still there to read it.
+ */
+const handlerDone = new WeakMap<FastifyRequest, (status: number) => void>();
+
+function whenHandlerDone(request: FastifyRequest): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const earlier = handlerDone.get(request); // a stacked limit on the same request
+    handlerDone.set(request, (status) => {
+      earlier?.(status);
+      resolve(status);
+    });
+  });
+}
+
+const signalHandlerDone: onSendHookHandler = (request, reply, payload, next) => {
+  handlerDone.get(request)?.(reply.statusCode);
+  next(null, payload);
+};
+
+function createHook(options: RateLimitOptions<FastifyArgs, FastifyHandler>): { hook: Hook; limiter: Limiter } {
+  const flow = createRateLimitFlow<FastifyArgs, FastifyHandler>(options, {
+    name: '@floodgate/fastify',
+    defaultKey: () => keyBy.ip(),
+    expose: (decision, request) => {
+      request.rateLimit = decision;
+    },
+    clientIp: reader.clientIp,
+  });
+  const hook: Hook = async function floodgateRateLimit(request, reply) {
+    const outcome = await flow.run([request, reply]);
+    if (outcome.kind === 'skip') return;
+    for (const [name, value] of outcome.headers) reply.header(name, value);
+    if (outcome.kind === 'pass') {
+      // The work is over when the handler has sent its reply and the response is sent or cut off.
+      if (flow.mustSettle(outcome)) settleWhenDone(flow, outcome, reply.raw, whenHandlerDone(request));
+      return;
+    }
+    reply.code(outcome.status);
+    if (outcome.custom && flow.handler !== undefined) {
+      const payload = await flow.handler(request, reply, outcome.decision);
+      if (payload !== undefined) reply.send(payload);
+      return reply; // an async hook that returns the reply ends the request: the route handler does not run
+    }
+    return reply.type(outcome.contentType).send(outcome.body);
+  };
+  return { hook, limiter: flow.limiter };
+}
+
+function checkHook(hook: unknown, where: string): RateLimitHook {
+  if (typeof hook !== 'string' || !['onRequest', 'preValidation', 'preHandler'].includes(hook)) {
+    throw new FloodgateError(ErrorCodes.OPTION, `${where}hook must be 'onRequest', 'preValidation' or 'preHandler', got ${JSON.stringify(hook)}.`);
+  }
+  return hook as RateLimitHook;
+}
+
+const hasLimits = (options: Options) => options.limiter !== undefined || Object.keys(options).some((name) => limiterOptionNames.has(name));
+
+/**
+ * A route's options over the plugin's. Without limits of its own the route shares the
+ * plugin's limiter (one budget); with them it gets a limiter of its own, in its own key
+ * namespace so that it never shares counts with another route on a shared store.
+ */
+function mergeOptions(plugin: Options, own: Options, shared: Limiter | undefined, route: string): Options {
+  const merged: Options = {};
+  for (const [name, value] of Object.entries(plugin)) if (name !== 'limiter' && !limiterOptionNames.has(name)) merged[name] = value;
+  if (!hasLimits(own)) {
+    if (shared !== undefined) return { ...merged, limiter: shared, ...own };
+    throw new FloodgateError(
+      ErrorCodes.RULES,
+      `${route}: config.rateLimit sets no limit and neither does the plugin: give one of them limit and windowMs, rules or a limiter.`,
+    );
+  }
+  if (own.limiter === undefined) {
+    const replaced =
+      own.rules !== undefined ? ruleShorthandNames : Object.keys(own).some((name) => ruleShorthandNames.has(name)) ? new Set(['rules']) : new Set();
+    for (const [name, value] of Object.entries(plugin)) if (limiterOptionNames.has(name) && !replaced.has(name)) merged[name] = value;
+    merged.prefix = `${plugin.prefix ?? 'fg:'}${route}:`; // 'fg:' is createLimiter's default prefix
+  }
+  return { ...merged, ...own };
+}
+
+function install(fastify: FastifyInstance, options: FastifyRateLimitOptions): void {
+  const { global = true, hook: stage = 'onRequest', ...pluginOptions } = options as FastifyRateLimitOptions & Options;
+  if (typeof global !== 'boolean') throw new FloodgateError(ErrorCodes.OPTION, `global must be true or false, got ${JSON.stringify(global)}.`);
+  checkHook(stage, '');
+  // Built now, so that bad options fail at register time; its limiter is the one routes without limits of their own share.
+  const base = global || hasLimits(pluginOptions) ? createHook(pluginOptions) : undefined;
+  /** Route hooks by the route's own options object and URL: a GET route and its automatic HEAD route share one. */
+  const routeHooks = new WeakMap<object, Map<string, RouteHook>>();
+
+  if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined);
+  fastify.addHook('onSend', signalHandlerDone);
+  fastify.addHook('onRoute', (route) => {
+    const own: unknown = route.config?.rateLimit;
+    if (own === undefined || own === false) return;
+    const name = `${[route.method].flat().join(',')} ${route.url}`;
+    if (typeof own !== 'object' || own === null || Array.isArray(own)) {
+      throw new FloodgateError(ErrorCodes.OPTION, `${name}: config.rateLimit must be an options object or false, got ${JSON.stringify(own)}.`);
+    }
+    const byUrl = routeHooks.get(own) ?? new Map<string, RouteHook>();
+    routeHooks.set(own, byUrl);
+    let built = byUrl.get(route.url);
+    if (built === undefined) {
+      const { hook: ownStage = stage, ...routeOptions } = own as FastifyRouteRateLimitOptions;
+      built = {
+        stage: checkHook(ownStage, `${name}: config.rateLimit.`),
+        hook: createHook(mergeOptions(pluginOptions, routeOptions, base?.limiter, name)).hook,
+      };
+      byUrl.set(route.url, built);
+    }
+    // After the route's own hooks of that stage (authentication, say), so that a key can read what they set.
+    const existing: unknown = route[built.stage];
+    route[built.stage] = (existing === undefined ? [built.hook] : [existing, built.hook].flat()) as RouteOptions['onRequest'];
+  });
+  if (base !== undefined && global) {
+    // A context hook, not a route hook: it limits every route of the context whenever it was
+    // declared, and the context's not-found handler, so that guessing URLs is limited too.
+    fastify.addHook(stage, async function floodgateRateLimitAll(request, reply) {
+      const own = request.routeOptions.config?.rateLimit;
+      if (own === undefined) return base.hook(request, reply);
+      if (own !== false && !routeHooks.has(own)) {
+        throw new FloodgateError(
+          ErrorCodes.OPTION,
+          `${request.method} ${request.url} has config.rateLimit but was declared before @floodgate/fastify was loaded: await app.register(rateLimit, ...) before declaring routes.`,
+        );
+      }
+    });
+  }
+}
+
+// A callback plugin that reports bad options to done() before it returns (avvio does not catch a throw).
+const plugin: FastifyPluginCallback<FastifyRateLimitOptions> = (fastify, options, done) => {
+  try {
+    install(fastify, options);
+  } catch (error) {
+    return done(error as Error);
+  }
+  done();
+};
+
+/**
+ * Rate limiting for Fastify 4 and 5, as a plugin. Registered with `global: true`
+ * (the default) it limits every route of the context it is registered in (and
+ * that context's not-found handler: every 404 at the root); with `global: false`, only routes with
+ * `config: { rateLimit: {...} }`. A route's own options are merged over the
+ * plugin's; `config: { rateLimit: false }` exempts a route. The decision is
+ * `request.rateLimit`.
+ *
+ * @example
+ * ```ts
+ * import Fastify from 'fastify';
+ * import { rateLimit } from '@floodgate/fastify';
+ *
+ * const app = Fastify();
+ * await app.register(rateLimit, { limit: 100, windowMs: 60_000 }); // 100 requests a minute per client IP
+ * app.post('/login', { config: { rateLimit: { limit: 5 } } }, login); // stricter, with a budget of its own
+ * app.get('/health', { config: { rateLimit: false } }, () => 'ok');
+ * ```
+ */
+export const rateLimit = fp(plugin, { fastify: '^4.23.0 || ^5.0.0', name: '@floodgate/fastify' });
