@@ -86,12 +86,13 @@ function createFlow(options: NestRateLimitOptions): Flow {
 }
 
 /**
- * Merges a level's own options over `parent`'s. Adapter options (key, cost,
- * message, headers, ...) are overridden one by one. A level that names no
- * limiter option keeps the limiter above (same counts); one that gives
- * `limiter` replaces the limiter options above; one that gives limiter options
- * gets its own limiter, made of them over the limiter options above (`rules`
- * replaces the shorthand `limit`/`windowMs`/..., and the other way round).
+ * Merges a level's own options over `parent`'s (the module's when there is
+ * none). Adapter options (key, cost, message, headers, ...) are overridden one
+ * by one. A level that names no limiter option keeps the limiter above (same
+ * counts); one that gives `limiter` replaces the limiter options above; one
+ * that gives limiter options gets its own limiter, made of them over the
+ * limiter options above (`rules` replaces the shorthand `limit`/`windowMs`/...,
+ * and the other way round).
  */
 export function inherit(parent: Level | undefined, own: NestRateLimitOptions): Level {
   if (typeof own !== 'object' || own === null || Array.isArray(own)) createFlow(own); // throws, saying what it takes
@@ -102,7 +103,8 @@ export function inherit(parent: Level | undefined, own: NestRateLimitOptions): L
     else if (name !== 'limiter') options[name] = value;
   }
   let limiterOptionsUsed = parent?.limiterOptions;
-  let limiter: Record<string, unknown> | undefined;
+  // What this level's flow is given: limiter options (a new limiter), or a limiter.
+  let limiter: Record<string, unknown> | undefined = limiterOptionsUsed;
   if (Object.keys(ownLimiter).length > 0) {
     const above: Record<string, unknown> = { ...parent?.limiterOptions };
     if ('rules' in ownLimiter) for (const name of shorthandOptions) delete above[name];
@@ -113,9 +115,10 @@ export function inherit(parent: Level | undefined, own: NestRateLimitOptions): L
     limiterOptionsUsed = undefined;
     limiter = { limiter: own.limiter };
   } else if (parent?.flow !== undefined) limiter = { limiter: parent.flow.limiter };
-  if (limiter === undefined) {
-    createFlow({ ...options, limiter: noLimiter }); // checks the options now, though they limit no route by themselves
-    return { options, limiterOptions: undefined, flow: undefined };
+  // The module's options limit every route when they name a limit; otherwise they are defaults for @RateLimit().
+  if (parent === undefined && !['limit', 'rules', 'limiter'].some((name) => limiter?.[name] !== undefined)) {
+    createFlow({ ...options, limiter: noLimiter }); // checks them now all the same
+    return { options, limiterOptions: limiterOptionsUsed, flow: undefined };
   }
   const flow = createFlow({ ...options, ...limiter });
   return { options, limiterOptions: limiterOptionsUsed, flow };
