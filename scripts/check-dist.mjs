@@ -13,6 +13,7 @@ const packages = {
   '@floodgate/express': ['rateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/koa': ['rateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/hono': ['rateLimit', 'createLimiter', 'FloodgateError'],
+  '@floodgate/nestjs': ['FloodgateModule', 'RateLimit', 'SkipRateLimit', 'RateLimitedException', 'createLimiter', 'FloodgateError'],
   '@floodgate/prometheus': ['instrument'],
 };
 // Packages that must run on every runtime Hono supports: no Node built-in in what they load.

@@ -22,8 +22,6 @@ export const FLOODGATE_ROOT = Symbol('FloodgateRoot');
 /** Metadata key of `@RateLimit()` (options) and `@SkipRateLimit()` (false). */
 export const RATE_LIMIT_METADATA = 'floodgate:rate-limit';
 
-type Denial = Extract<Outcome, { kind: 'deny' }>;
-
 /**
  * What Floodgate throws for a denied request: a 429 (or the `statusCode`
  * option; 503 when the store is down and `onStoreError` is 'deny'; 403 for
@@ -48,7 +46,7 @@ export class RateLimitedException extends HttpException {
   readonly body: string;
   readonly contentType: string;
 
-  constructor(denial: Pick<Denial, 'decision' | 'status' | 'body' | 'contentType'>) {
+  constructor(denial: { decision: Decision; status: number; body: string; contentType: string }) {
     const json = denial.contentType.startsWith('application/json');
     super(json ? JSON.parse(denial.body) : denial.body, denial.status);
     this.decision = denial.decision;

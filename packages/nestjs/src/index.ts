@@ -6,6 +6,6 @@
  * exception filters see.
  */
 export { createLimiter, type Decision, FloodgateError, type Limiter, MemoryStore, type RuleOptions } from '@floodgate/core';
-export { RATE_LIMIT_METADATA, RateLimitedException, RateLimitedFilter, RateLimitGuard, RateLimitInterceptor } from './guard.js';
+export { RateLimitedException } from './guard.js';
 export { type FloodgateAsyncOptions, FloodgateModule, RateLimit, SkipRateLimit } from './module.js';
 export { keyBy, type NestArgs, type NestHandler, type NestRateLimitOptions, type NestRequest } from './options.js';
