@@ -101,7 +101,7 @@ function settleLater(flow: Flow, outcome: Outcome, request: NestRequest, respons
 @Injectable()
 export class RateLimitGuard implements CanActivate, OnModuleInit {
   /** Each route's level, by controller class, then handler: built once, at startup or on the first request. */
-  private readonly levels = new WeakMap<object, Map<object, Level | undefined>>();
+  private readonly levels = new WeakMap<object, WeakMap<object, Level | undefined>>();
   private readonly controllerLevels = new WeakMap<object, Level>();
 
   constructor(
@@ -115,8 +115,7 @@ export class RateLimitGuard implements CanActivate, OnModuleInit {
   onModuleInit(): void {
     for (const module of this.modules.values()) {
       for (const { metatype } of module.controllers.values()) {
-        const prototype = (metatype as { prototype?: object } | null)?.prototype;
-        if (prototype === undefined) continue;
+        const prototype = (metatype as { prototype?: object } | null)?.prototype ?? {};
         for (const name of Object.getOwnPropertyNames(prototype)) {
           const method = Object.getOwnPropertyDescriptor(prototype, name)?.value;
           if (name !== 'constructor' && typeof method === 'function') this.levelOf(metatype as object, method);
@@ -145,31 +144,25 @@ export class RateLimitGuard implements CanActivate, OnModuleInit {
 
   /** The nearest of `@RateLimit()`/`@SkipRateLimit()` wins: handler, then controller, then module. Undefined: skipped. */
   private levelOf(controller: object, handler: object): Level | undefined {
-    let byHandler = this.levels.get(controller);
-    if (byHandler === undefined) {
-      byHandler = new Map();
-      this.levels.set(controller, byHandler);
-    }
-    if (byHandler.has(handler)) return byHandler.get(handler);
-    const own = this.reflector.get<NestRateLimitOptions | false | undefined>(RATE_LIMIT_METADATA, handler as never);
-    const above = this.reflector.get<NestRateLimitOptions | false | undefined>(RATE_LIMIT_METADATA, controller as never);
-    let level: Level | undefined;
-    if (own !== false && (own !== undefined || above !== false)) {
-      const parent = above ? this.controllerLevel(controller, above) : this.root;
-      level = own ? inherit(parent, own) : parent;
-    }
-    byHandler.set(handler, level);
-    return level;
+    return cached(
+      cached(this.levels, controller, () => new WeakMap()),
+      handler,
+      () => {
+        const own = this.reflector.get<NestRateLimitOptions | false | undefined>(RATE_LIMIT_METADATA, handler as never);
+        const above = this.reflector.get<NestRateLimitOptions | false | undefined>(RATE_LIMIT_METADATA, controller as never);
+        if (own === false || (own === undefined && above === false)) return undefined;
+        const parent = above ? cached(this.controllerLevels, controller, () => inherit(this.root, above)) : this.root;
+        return own ? inherit(parent, own) : parent;
+      },
+    );
   }
+}
 
-  private controllerLevel(controller: object, options: NestRateLimitOptions): Level {
-    let level = this.controllerLevels.get(controller);
-    if (level === undefined) {
-      level = inherit(this.root, options);
-      this.controllerLevels.set(controller, level);
-    }
-    return level;
-  }
+function cached<K extends object, V>(cache: WeakMap<K, V>, key: K, make: () => V): V {
+  if (cache.has(key)) return cache.get(key) as V;
+  const value = make();
+  cache.set(key, value);
+  return value;
 }
 
 /**
@@ -179,7 +172,7 @@ export class RateLimitGuard implements CanActivate, OnModuleInit {
 @Injectable()
 export class RateLimitInterceptor implements NestInterceptor {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    const done = context.getType() === 'http' ? handlers.get(context.switchToHttp().getRequest()) : undefined;
+    const done = handlers.get(context.switchToHttp().getRequest());
     if (done === undefined) return next.handle();
     const response = nodeResponse(context.switchToHttp().getResponse());
     let completed = false;
