@@ -115,10 +115,16 @@ export class RateLimitGuard implements CanActivate, OnModuleInit {
   onModuleInit(): void {
     for (const module of this.modules.values()) {
       for (const { metatype } of module.controllers.values()) {
-        const prototype = (metatype as { prototype?: object } | null)?.prototype ?? {};
-        for (const name of Object.getOwnPropertyNames(prototype)) {
-          const method = Object.getOwnPropertyDescriptor(prototype, name)?.value;
-          if (name !== 'constructor' && typeof method === 'function') this.levelOf(metatype as object, method);
+        // The controller's methods and those it inherits: any of them may be a route.
+        for (
+          let prototype = (metatype as { prototype?: object } | null)?.prototype;
+          prototype && prototype !== Object.prototype;
+          prototype = Object.getPrototypeOf(prototype)
+        ) {
+          for (const name of Object.getOwnPropertyNames(prototype)) {
+            const method = Object.getOwnPropertyDescriptor(prototype, name)?.value;
+            if (name !== 'constructor' && typeof method === 'function') this.levelOf(metatype as object, method);
+          }
         }
       }
     }

@@ -372,8 +372,18 @@ describe.each<Platform>(['express', 'fastify'])('NestJS on %s', (platform) => {
       @RateLimit({ max: 5 } as never)
       bad() {}
     }
+    class BaseController {
+      @Get()
+      @RateLimit({ limit: 5, windowMs: 1000, headers: 'draft-7' as never })
+      inherited() {}
+    }
+    @Controller('sub')
+    class SubController extends BaseController {}
     await expect(startNest(platform, { imports: [FloodgateModule.forRoot(root)], controllers: [BadController] })).rejects.toMatchObject({
       code: 'ERR_FG_UNKNOWN_OPTION',
+    });
+    await expect(startNest(platform, { imports: [FloodgateModule.forRoot(root)], controllers: [SubController] })).rejects.toMatchObject({
+      code: 'ERR_FG_OPTION',
     });
   });
 
