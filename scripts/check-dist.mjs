@@ -14,6 +14,7 @@ const packages = {
   '@floodgate/koa': ['rateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/hono': ['rateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/fastify': ['rateLimit', 'createLimiter', 'FloodgateError'],
+  '@floodgate/nestjs': ['FloodgateModule', 'RateLimit', 'SkipRateLimit', 'RateLimitedException', 'createLimiter', 'FloodgateError'],
   '@floodgate/prometheus': ['instrument'],
 };
 // Packages that must run on every runtime Hono supports: no Node built-in in what they load.

@@ -1,0 +1,190 @@
+import type { Decision } from '@floodgate/core';
+import { type NodeResponse, type Outcome, settleWhenDone } from '@floodgate/core/adapter';
+import {
+  type ArgumentsHost,
+  type CallHandler,
+  type CanActivate,
+  Catch,
+  type ExceptionFilter,
+  type ExecutionContext,
+  HttpException,
+  Inject,
+  Injectable,
+  type NestInterceptor,
+  type OnModuleInit,
+} from '@nestjs/common';
+import { HttpAdapterHost, ModulesContainer, Reflector } from '@nestjs/core';
+import { finalize, type Observable, tap } from 'rxjs';
+import { type Flow, inherit, type Level, type NestRateLimitOptions, type NestRequest } from './options.js';
+
+/** Injection token of the module's options, merged into a Level. */
+export const FLOODGATE_ROOT = Symbol('FloodgateRoot');
+/** Metadata key of `@RateLimit()` (options) and `@SkipRateLimit()` (false). */
+export const RATE_LIMIT_METADATA = 'floodgate:rate-limit';
+
+/**
+ * What Floodgate throws for a denied request: a 429 (or the `statusCode`
+ * option; 503 when the store is down and `onStoreError` is 'deny'; 403 for
+ * the deny list). Your exception filters see it with the rate-limit headers
+ * already set on the response; without one, Floodgate's filter answers with
+ * `body` as `contentType` (the `message` option).
+ *
+ * @example
+ * ```ts
+ * @Catch(RateLimitedException)
+ * class TooManyFilter implements ExceptionFilter {
+ *   catch(error: RateLimitedException, host: ArgumentsHost) {
+ *     host.switchToHttp().getResponse().status(429).send({ retryInMs: error.decision.retryAfterMs });
+ *   }
+ * }
+ * ```
+ */
+export class RateLimitedException extends HttpException {
+  /** The decision that denied the request. */
+  readonly decision: Decision;
+  /** The rendered `message`: what Floodgate's filter sends. */
+  readonly body: string;
+  readonly contentType: string;
+
+  constructor(denial: { decision: Decision; status: number; body: string; contentType: string }) {
+    const json = denial.contentType.startsWith('application/json');
+    super(json ? JSON.parse(denial.body) : denial.body, denial.status);
+    this.decision = denial.decision;
+    this.body = denial.body;
+    this.contentType = denial.contentType;
+  }
+}
+
+/** Sends a RateLimitedException that no filter of yours caught: its status, body and content type. */
+@Catch(RateLimitedException)
+export class RateLimitedFilter implements ExceptionFilter<RateLimitedException> {
+  constructor(@Inject(HttpAdapterHost) private readonly host: HttpAdapterHost) {}
+
+  catch(exception: RateLimitedException, host: ArgumentsHost): void {
+    const adapter = this.host.httpAdapter;
+    const response = host.switchToHttp().getResponse();
+    adapter.setHeader(response, 'Content-Type', exception.contentType);
+    adapter.reply(response, exception.body, exception.getStatus());
+  }
+}
+
+/** Requests whose lease or refund waits for their handler: how to tell that it is done, with its status (`undefined`: failed). */
+const handlers = new WeakMap<object, (status: number | undefined) => void>();
+
+/** Express's response is Node's; Fastify's reply holds it as `raw`. */
+// biome-ignore lint/suspicious/noExplicitAny: the platform's response object.
+const nodeResponse = (response: any): NodeResponse => response.raw ?? response;
+
+function settleLater(flow: Flow, outcome: Outcome, request: NestRequest, response: NodeResponse): void {
+  const handled = new Promise<number>((resolve, reject) => {
+    const done = (status: number | undefined) => {
+      if (!handlers.delete(request)) return;
+      if (status === undefined) reject(new Error('the handler failed'));
+      else resolve(status);
+    };
+    handlers.set(request, done);
+    // The handler never runs when a later guard or pipe throws, and may answer by itself (@Res()):
+    // ending the response ends its work then. The interceptor tells otherwise.
+    const end = response.end;
+    response.end = function endAndSettle(this: unknown, ...args: unknown[]) {
+      done(response.statusCode);
+      return end.apply(this, args);
+    };
+  });
+  settleWhenDone(flow, outcome, response, handled);
+}
+
+/**
+ * The global guard `FloodgateModule` installs: limits every HTTP route with
+ * the options of the module, its controller's `@RateLimit()` and its own.
+ */
+@Injectable()
+export class RateLimitGuard implements CanActivate, OnModuleInit {
+  /** Each route's level, by controller class, then handler: built once, at startup or on the first request. */
+  private readonly levels = new WeakMap<object, WeakMap<object, Level | undefined>>();
+  private readonly controllerLevels = new WeakMap<object, Level>();
+
+  constructor(
+    @Inject(FLOODGATE_ROOT) private readonly root: Level,
+    @Inject(Reflector) private readonly reflector: Reflector,
+    @Inject(HttpAdapterHost) private readonly host: HttpAdapterHost,
+    @Inject(ModulesContainer) private readonly modules: ModulesContainer,
+  ) {}
+
+  /** Builds every route's flow, so that bad `@RateLimit()` options fail at startup. */
+  onModuleInit(): void {
+    for (const module of this.modules.values()) {
+      for (const { metatype } of module.controllers.values()) {
+        // The controller's methods and those it inherits: any of them may be a route.
+        for (
+          let prototype = (metatype as { prototype?: object } | null)?.prototype;
+          prototype && prototype !== Object.prototype;
+          prototype = Object.getPrototypeOf(prototype)
+        ) {
+          for (const name of Object.getOwnPropertyNames(prototype)) {
+            const method = Object.getOwnPropertyDescriptor(prototype, name)?.value;
+            if (name !== 'constructor' && typeof method === 'function') this.levelOf(metatype as object, method);
+          }
+        }
+      }
+    }
+  }
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    if (context.getType() !== 'http') return true;
+    const flow = this.levelOf(context.getClass(), context.getHandler())?.flow;
+    if (flow === undefined) return true;
+    const http = context.switchToHttp();
+    const request = http.getRequest<NestRequest>();
+    const response = http.getResponse();
+    const outcome = await flow.run([request, context]);
+    if (outcome.kind === 'skip') return true;
+    for (const [name, value] of outcome.headers) this.host.httpAdapter.setHeader(response, name, value);
+    if (outcome.kind === 'pass') {
+      if (flow.mustSettle(outcome)) settleLater(flow, outcome, request, nodeResponse(response));
+      return true;
+    }
+    if (outcome.custom && flow.handler !== undefined) throw await flow.handler(request, context, outcome.decision);
+    throw new RateLimitedException(outcome);
+  }
+
+  /** The nearest of `@RateLimit()`/`@SkipRateLimit()` wins: handler, then controller, then module. Undefined: skipped. */
+  private levelOf(controller: object, handler: object): Level | undefined {
+    return cached(
+      cached(this.levels, controller, () => new WeakMap()),
+      handler,
+      () => {
+        const own = this.reflector.get<NestRateLimitOptions | false | undefined>(RATE_LIMIT_METADATA, handler as never);
+        const above = this.reflector.get<NestRateLimitOptions | false | undefined>(RATE_LIMIT_METADATA, controller as never);
+        if (own === false || (own === undefined && above === false)) return undefined;
+        const parent = above ? cached(this.controllerLevels, controller, () => inherit(this.root, above)) : this.root;
+        return own ? inherit(parent, own) : parent;
+      },
+    );
+  }
+}
+
+function cached<K extends object, V>(cache: WeakMap<K, V>, key: K, make: () => V): V {
+  if (cache.has(key)) return cache.get(key) as V;
+  const value = make();
+  cache.set(key, value);
+  return value;
+}
+
+/**
+ * Tells the guard when a handler is done (completed, failed, or torn down when
+ * its client left), for the leases and refunds that wait for it.
+ */
+@Injectable()
+export class RateLimitInterceptor implements NestInterceptor {
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const done = handlers.get(context.switchToHttp().getRequest());
+    if (done === undefined) return next.handle();
+    const response = nodeResponse(context.switchToHttp().getResponse());
+    let completed = false;
+    return next.handle().pipe(
+      tap({ complete: () => (completed = true) }),
+      finalize(() => done(completed ? response.statusCode : undefined)),
+    );
+  }
+}
