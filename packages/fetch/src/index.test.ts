@@ -101,6 +101,7 @@ describe('fetch specifics', () => {
       },
     );
     expectTypeOf(limited).parameters.toEqualTypeOf<[request: Request, env: Env, ctx: { waitUntil(p: Promise<unknown>): void }]>();
+    expect(limited.length).toBe(1); // Deno.serve hands no Request to a handler of length 0
     const ctx = { waitUntil: () => {} };
     const first = await limited(new Request('http://app.test/'), { tenant: 'acme' }, ctx);
     expect(await first.json()).toEqual({ tenant: 'acme', remaining: 0 });

@@ -190,8 +190,10 @@ export function withRateLimit<Args extends FetchArgs>(
   }
   if (typeof handler !== 'function') throw new FloodgateError(ErrorCodes.OPTION, 'withRateLimit(handler, options) takes the fetch handler to limit first.');
 
-  return async function rateLimited(...args: Args): Promise<Response> {
-    if (clientIp !== undefined) clientIpOf.set(args[0], clientIp as ClientIp);
+  // Declared with a `request` parameter: Deno.serve calls a handler of length 0 without a Request.
+  return async function rateLimited(request: Args[0], ...rest: unknown[]): Promise<Response> {
+    const args = [request, ...rest] as Args;
+    if (clientIp !== undefined) clientIpOf.set(request, clientIp as ClientIp);
     const outcome = await flow.run(args);
     if (outcome.kind === 'skip') return handler(...args);
     if (outcome.kind === 'deny') {
