@@ -118,15 +118,12 @@ function withHeaders(response: Response, headers: readonly Header[], body?: Read
   return copy;
 }
 
-/** The body, calling `done` once: when it has been read to the end, failed, or was cancelled (the end of a streamed response's work). */
-function watch(body: ReadableStream<Uint8Array>, done: (failed: boolean) => void): ReadableStream<Uint8Array> {
+/**
+ * The body, calling `end` when it has been read to the end, failed, or was cancelled: the end of a
+ * streamed response's work. Once: a stream pulls nothing after it closed or failed, and cancels neither.
+ */
+function watch(body: ReadableStream<Uint8Array>, end: (failed: boolean) => void): ReadableStream<Uint8Array> {
   const source = body.getReader();
-  let ended = false;
-  const end = (failed: boolean) => {
-    if (ended) return;
-    ended = true;
-    done(failed);
-  };
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
       try {
@@ -210,14 +207,9 @@ export function withRateLimit<Args extends FetchArgs>(
       throw error;
     }
     const status = response.status;
-    if (response.body === null) {
-      flow.settle(outcome, status);
-      return withHeaders(response, outcome.headers);
-    }
-    return withHeaders(
-      response,
-      outcome.headers,
-      watch(response.body, (failed) => flow.settle(outcome, failed ? undefined : status)),
-    );
+    const settle = (failed: boolean) => flow.settle(outcome, failed ? undefined : status);
+    if (response.body !== null) return withHeaders(response, outcome.headers, watch(response.body, settle));
+    settle(false);
+    return withHeaders(response, outcome.headers);
   };
 }
