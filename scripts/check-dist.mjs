@@ -15,10 +15,12 @@ const packages = {
   '@floodgate/hono': ['rateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/fastify': ['rateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/nestjs': ['FloodgateModule', 'RateLimit', 'SkipRateLimit', 'RateLimitedException', 'createLimiter', 'FloodgateError'],
+  '@floodgate/fetch': ['withRateLimit', 'getRateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/prometheus': ['instrument'],
 };
-// Packages that must run on every runtime Hono supports: no Node built-in in what they load.
-const runtimeNeutral = ['@floodgate/core', '@floodgate/core/adapter', '@floodgate/core/internal', '@floodgate/hono'];
+// Packages that must run on every runtime Hono supports: no Node built-in in what they load
+// (packages/runtimes runs them on Bun, Deno and workerd).
+const runtimeNeutral = ['@floodgate/core', '@floodgate/core/adapter', '@floodgate/core/internal', '@floodgate/hono', '@floodgate/fetch'];
 
 for (const [name, exports] of Object.entries(packages)) {
   // Resolve from inside the package: it sees itself (self-reference) and its dependencies.

@@ -9,7 +9,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const configs = readdirSync(join(root, 'docs', 'typedoc')).filter((file) => file.endsWith('.json')).sort();
+const configs = readdirSync(join(root, 'docs', 'typedoc'))
+  .filter((file) => file.endsWith('.json'))
+  .sort();
 for (const args of [...configs.map((file) => ['--options', join('docs', 'typedoc', file)]), []]) {
   const result = spawnSync('typedoc', args, { cwd: root, stdio: 'inherit', shell: process.platform === 'win32' });
   if (result.status !== 0) process.exit(result.status ?? 1);

@@ -404,7 +404,7 @@ class RateLimiter implements Limiter {
     const now = Date.now();
     if (now - this.lastErrorLog >= 10_000) {
       const more = this.unloggedErrors > 0 ? ` (${this.unloggedErrors} more since the last report)` : '';
-      const decided = decision === undefined ? '' : decision.allowed ? ' The call was allowed (onStoreError).' : ' The call was denied (onStoreError).';
+      const decided = decision === undefined ? '' : ` (onStoreError ${decision.allowed ? 'allowed' : 'denied'} the call)`;
       console.warn(`[floodgate] store error during ${operation}${more}: ${error.message}${decided}`);
       this.lastErrorLog = now;
       this.unloggedErrors = 0;

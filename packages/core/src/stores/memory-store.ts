@@ -316,9 +316,14 @@ function unchanged(rule: CompiledRule, v: Verdict, peek: boolean): RuleDecision 
   };
 }
 
-/** The sweeper of every MemoryStore: it holds stores weakly, so a store nobody uses any more can be collected. */
+/**
+ * The sweeper of every MemoryStore: it holds stores weakly, so a store nobody
+ * uses any more can be collected. Cloudflare Workers have no WeakRef (unless a
+ * compatibility flag asks for it): there it holds the store, which lives as
+ * long as its isolate anyway.
+ */
 function startSweeper(store: MemoryStore, intervalMs: number): ReturnType<typeof setInterval> {
-  const ref = new WeakRef(store);
+  const ref = typeof WeakRef === 'function' ? new WeakRef(store) : { deref: () => store };
   const timer = setInterval(() => {
     const alive = ref.deref();
     if (alive === undefined) clearInterval(timer);

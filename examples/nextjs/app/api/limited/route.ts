@@ -1,0 +1,4 @@
+// Limited by middleware.ts, before this runs.
+export function GET() {
+  return Response.json({ limited: 'by middleware' });
+}
