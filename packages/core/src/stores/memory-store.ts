@@ -317,13 +317,22 @@ function unchanged(rule: CompiledRule, v: Verdict, peek: boolean): RuleDecision 
 }
 
 /**
+ * A weak reference where the runtime has them. A function of its own: a
+ * closure over `value` next to the sweeper's callback would share its scope,
+ * and hold the store for it.
+ */
+function weakly<T extends object>(value: T): { deref(): T | undefined } {
+  return typeof WeakRef === 'function' ? new WeakRef(value) : { deref: () => value };
+}
+
+/**
  * The sweeper of every MemoryStore: it holds stores weakly, so a store nobody
  * uses any more can be collected. Cloudflare Workers have no WeakRef (unless a
  * compatibility flag asks for it): there it holds the store, which lives as
  * long as its isolate anyway.
  */
 function startSweeper(store: MemoryStore, intervalMs: number): ReturnType<typeof setInterval> {
-  const ref = typeof WeakRef === 'function' ? new WeakRef(store) : { deref: () => store };
+  const ref = weakly(store);
   const timer = setInterval(() => {
     const alive = ref.deref();
     if (alive === undefined) clearInterval(timer);
