@@ -3,7 +3,9 @@
 -- for `burst` tokens of `unit` units each. The key holds
 -- "level:unitsPerToken:unitsPerMs" as of the time it was written, and expires
 -- when that level has drained: ceil(level / unitsPerMs) ms after it was
--- written. Its TTL tells how long ago that was.
+-- written. Its TTL tells how long ago that was. Read under another rule, the
+-- level drains at the rate it was written with and is then re-expressed in
+-- the reader's units, so it ends with its key whichever rule reads it.
 -- View: the level now.
 
 -- The level after `elapsed` ms of draining, without overflowing on long idle times.
@@ -46,7 +48,8 @@ local meter = {
     local elapsed = math.ceil(level / per_ms) - ttl
     local ahead = 0
     if elapsed < 0 then ahead, elapsed = -elapsed, 0 end
-    return { level = drain(rescale(rule, level, unit), elapsed, rule.per_ms), ahead = ahead }
+    -- Drained at the rate it was written with, then in this rule's units.
+    return { level = rescale(rule, drain(level, elapsed, per_ms), unit), ahead = ahead }
   end,
 
   admits = function(rule, state, cost)

@@ -10,7 +10,7 @@ export { type ErrorCode, ErrorCodes, FloodgateError, isFloodgateError } from './
 export type { HeadersMode } from './http/headers.js';
 export type { ForwardedForOptions, HeaderKeyOptions, IpKeyOptions, KeyBy, KeyFunction } from './http/keys.js';
 export { type Keys, MAX_KEY_BYTES } from './keys.js';
-export { type ConsumeOptions, createLimiter, type Limiter, type LimiterEvents, type StoreOperation } from './limiter.js';
+export { type ConsumeOptions, createLimiter, type Limiter, type LimiterEvents, type PeekOptions, type StoreOperation } from './limiter.js';
 export type { InsuranceLimiter, LimiterOptions, StoreErrorPolicy } from './options.js';
 export {
   RedisRuleSource,

@@ -186,14 +186,62 @@ describe('createLimiter on the memory store', () => {
     expect(await limiter.consume('k')).toMatchObject({ allowed: true, rule: 'default' });
   });
 
-  it('rescales bucket state when a rule changes, never handing out free tokens', async () => {
+  it('carries bucket state over a rule change: drained at its own rate until the next call, then counted in the new units', async () => {
     const clock = manualClock(0);
     const limiter = createLimiter({ algorithm: 'token-bucket', limit: 10, windowMs: 1000, now: clock.now });
     await limiter.consume('k', { cost: 10 }); // empty
     limiter.updateRules({ algorithm: 'token-bucket', limit: 3, windowMs: 1000, burst: 10 });
-    expect((await limiter.peek('k')).remaining).toBe(0);
-    clock.advance(1000); // refills 3 tokens under the new rule
-    expect((await limiter.peek('k')).remaining).toBe(3);
+    expect((await limiter.peek('k')).remaining).toBe(0); // ten tokens of debt, under either rule
+    clock.advance(500); // the debt drains at the rate it was written with (10 a second) until the next call ...
+    expect((await limiter.peek('k')).remaining).toBe(5);
+    expect((await limiter.consume('k')).remaining).toBe(4); // ... which counts it under the new rule
+    clock.advance(1000); // from then on, 3 a second
+    expect((await limiter.peek('k')).remaining).toBe(7);
+    clock.advance(10_000);
+    expect((await limiter.peek('k')).remaining).toBe(10);
+  });
+
+  it('decides a call under the rules it names (a plan): counts kept by rule name from plan to plan', async () => {
+    const clock = manualClock();
+    const limiter = createLimiter({ algorithm: 'fixed-window', limit: 100, windowMs: 60_000, now: clock.now });
+    const free = [{ name: 'default', algorithm: 'fixed-window', limit: 3, windowMs: 60_000 }] as const;
+    const paid = [{ name: 'default', algorithm: 'fixed-window', limit: 10, windowMs: 60_000 }] as const;
+    const remaining: number[] = [];
+    for (let i = 0; i < 3; i++) remaining.push((await limiter.consume('tenant', { rules: free })).remaining);
+    expect(remaining).toEqual([2, 1, 0]);
+    expect((await limiter.consume('tenant', { rules: free })).allowed).toBe(false);
+    // The tenant upgrades: its three calls count under the paid plan too.
+    expect(await limiter.consume('tenant', { rules: paid })).toMatchObject({ allowed: true, remaining: 6, limit: 10 });
+    expect((await limiter.peek('tenant', { rules: free })).remaining).toBe(0);
+    expect((await limiter.peek('tenant')).remaining).toBe(96); // the limiter's own rule, same name: same count
+    await limiter.refund('tenant', { cost: 4, rules: paid });
+    expect((await limiter.peek('tenant', { rules: paid })).remaining).toBe(10);
+    expect(limiter.rulesFor(paid)[0]?.limit).toBe(10);
+    expect(limiter.rulesFor()).toBe(limiter.rules);
+  });
+
+  it('compiles a plan once per array, and per content for arrays built anew each call: bounded, whatever the callers do', async () => {
+    const limiter = createLimiter({ limit: 100, windowMs: 60_000 });
+    const plan = [{ limit: 5, windowMs: 60_000 }];
+    const first = limiter.rulesFor(plan);
+    expect(limiter.rulesFor(plan)).toBe(first); // the same array: nothing compiled again
+    expect(limiter.rulesFor([{ limit: 5, windowMs: 60_000 }])).toBe(first); // a new, equal array: found by content
+    const byContent = (limiter as unknown as { byContent: Map<string, unknown> }).byContent;
+    for (let i = 0; i < 10_000; i++) await limiter.consume('k', { rules: [{ limit: 5 + (i % 3), windowMs: 60_000 }] });
+    expect(byContent.size).toBe(3); // three plans, ten thousand arrays
+    for (let i = 0; i < 1_000; i++) limiter.rulesFor([{ limit: 1000 + i, windowMs: 60_000 }]);
+    expect(byContent.size).toBeLessThanOrEqual(256); // a thousand plans: the oldest forgotten
+  });
+
+  it('rejects what a call does not take: unknown options, bad plans', async () => {
+    const limiter = createLimiter({ limit: 5, windowMs: 1000 });
+    await expect(limiter.consume('k', { coast: 2 } as never)).rejects.toMatchObject({ code: 'ERR_FG_UNKNOWN_OPTION' });
+    await expect(limiter.consume('k', { cost: 1, weight: 2 } as never)).rejects.toMatchObject({ code: 'ERR_FG_UNKNOWN_OPTION' });
+    await expect(limiter.peek('k', { cost: 2 } as never)).rejects.toMatchObject({ code: 'ERR_FG_UNKNOWN_OPTION' });
+    await expect(limiter.consume('k', { rules: { limit: 5, windowMs: 1000 } } as never)).rejects.toMatchObject({ code: 'ERR_FG_RULES' });
+    await expect(limiter.consume('k', { rules: [{ limit: 0, windowMs: 1000 }] })).rejects.toMatchObject({ code: 'ERR_FG_LIMIT' });
+    await expect(limiter.consume('k', { rules: [] })).rejects.toMatchObject({ code: 'ERR_FG_RULES' });
+    expect((await limiter.consume('k')).remaining).toBe(4);
   });
 
   it('carries at most a full bucket of debt over to a much slower leaky bucket', async () => {

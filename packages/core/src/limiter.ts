@@ -38,7 +38,17 @@ export type StoreOperation = 'consume' | 'peek' | 'refund' | 'release';
 export interface ConsumeOptions {
   /** Units this call takes: a positive integer. @defaultValue 1 */
   cost?: number;
+  /**
+   * Decide this call under these rules instead of the limiter's own: a plan,
+   * a tenant's limits. State is kept per rule name and algorithm, as with
+   * `updateRules`, so a client moving to another plan keeps its counts.
+   * Compiled once per array (and per content, for arrays built anew per call).
+   */
+  rules?: readonly RuleOptions[];
 }
+
+/** Options of `peek`: the rules to look under. */
+export type PeekOptions = Pick<ConsumeOptions, 'rules'>;
 
 /**
  * Rules + a store + events. Knows no HTTP: adapters call it, and so can any
@@ -49,17 +59,19 @@ export interface Limiter {
   /** Decides a call and, when every rule admits it, records it. */
   consume(keys: Keys, options?: ConsumeOptions): Promise<Decision>;
   /** The decision a call of cost 1 would get now; consumes nothing. `remaining` = units available now. */
-  peek(keys: Keys): Promise<Decision>;
+  peek(keys: Keys, options?: PeekOptions): Promise<Decision>;
   /** Forgets the keys in every rule. */
-  reset(keys: Keys): Promise<void>;
+  reset(keys: Keys, options?: PeekOptions): Promise<void>;
   /** Gives `cost` units back to every rule, never above capacity (used by skipSuccessfulRequests). */
   refund(keys: Keys, options?: ConsumeOptions): Promise<void>;
   /** Ends the lease an admitted call took under concurrency rules (`decision.leaseId`). Adapters call it when the request's work is over. */
-  release(keys: Keys, leaseId: string): Promise<void>;
+  release(keys: Keys, leaseId: string, options?: PeekOptions): Promise<void>;
   /** Replaces the rules; takes effect on the next call. State is kept for rules whose name and algorithm stay. */
   updateRules(rules: readonly RuleOptions[] | RuleOptions): void;
   /** The rules in force, validated and with defaults filled in. */
   readonly rules: readonly CompiledRule[];
+  /** The compiled rules a call given `rules` is decided under (the limiter's own without): for headers that name windows. */
+  rulesFor(rules?: readonly RuleOptions[]): readonly CompiledRule[];
   readonly store: Store;
   /** The limiter's clock. */
   now(): number;
@@ -72,24 +84,33 @@ export interface Limiter {
 /** The clock's values stay below this (about 35 000 years of ms), so that adding a window to one stays exact. */
 const MAX_NOW = 2 ** 50;
 
-const consumeOptionNames = new Set(['cost']);
+const callOptionNames: Record<string, ReadonlySet<string>> = {
+  'consume()': new Set(['cost', 'rules']),
+  'refund()': new Set(['cost', 'rules']),
+  'peek()': new Set(['rules']),
+  'reset()': new Set(['rules']),
+  'release()': new Set(['rules']),
+};
 
-function checkCost(options: ConsumeOptions | undefined, where: string): number {
-  if (options === undefined) return 1;
-  if (typeof options !== 'object' || options === null) {
+/** A call's options, checked: unknown names are errors (a typo must not pass silently). */
+function checkCall(options: ConsumeOptions | undefined, where: string): { cost: number; rules: readonly RuleOptions[] | undefined } {
+  if (options === undefined) return { cost: 1, rules: undefined };
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new FloodgateError(ErrorCodes.OPTION, `${where} options must be an object like { cost: 2 }, got ${describe(options)}.`);
   }
+  const allowed = callOptionNames[where] as ReadonlySet<string>;
   for (const name in options) {
-    if (!consumeOptionNames.has(name)) {
-      throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `${where} has no option '${name}'; it takes cost.`);
-    }
+    if (!allowed.has(name)) throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `${where} has no option '${name}'; it takes ${[...allowed].join(' and ')}.`);
   }
   const cost = options.cost ?? 1;
   if (!Number.isSafeInteger(cost) || cost < 1) {
     throw new FloodgateError(ErrorCodes.COST, `cost must be a positive integer, got ${describe(cost)}.`);
   }
-  return cost;
+  return { cost, rules: options.rules };
 }
+
+/** Rule sets given per call and compiled, remembered by content: at most this many. */
+const PER_CALL_RULE_SETS = 256;
 
 class StoreTimeoutError extends FloodgateError {
   constructor(timeoutMs: number) {
@@ -127,13 +148,18 @@ function unavailable(): FloodgateError {
  */
 const isStateError = (error: unknown): boolean => error instanceof FloodgateError && error.code === ErrorCodes.STORE_REPLY;
 
-/** What the limiter needs per rule set, built once when its rules change. */
+/** What the limiter needs per rule set, built once when its rules change (or for rules given per call). */
 interface Active {
   readonly ruleSet: RuleSet;
   readonly keying: Keying;
   /** Whether a rule is a concurrency rule: calls then take leases. */
   readonly leasing: boolean;
+  /** Tells the rule sets apart in the local deny cache. */
+  readonly id: number;
 }
+
+/** The local deny cache's key of a call: its rule set and its store keys. */
+const denialKey = (active: Active, ids: StoreKeys): string => `${active.id}}${joinedKeys(ids)}`;
 
 /** Lease ids the insurance limiter gave: released there, not against the (failing) store. */
 const INSURED = '~';
@@ -151,6 +177,11 @@ class RateLimiter implements Limiter {
   private reporting = false;
   private lastErrorLog = Number.NEGATIVE_INFINITY;
   private unloggedErrors = 0;
+  /** Rule sets given per call, by the array given (no work for one of a few constant arrays) ... */
+  private readonly perCall = new WeakMap<readonly RuleOptions[], Active>();
+  /** ... and by content, for arrays built anew for each call: bounded, oldest first out. */
+  private readonly byContent = new Map<string, Active>();
+  private activations = 0;
 
   constructor(config: LimiterConfiguration) {
     this.config = config;
@@ -165,11 +196,38 @@ class RateLimiter implements Limiter {
       ruleSet: { prefix: this.config.prefix, rules, now },
       keying: keyingOf(rules),
       leasing: rules.some((rule) => rule.algorithm === 'concurrency'),
+      id: this.activations++,
     };
+  }
+
+  /** The limiter's own rule set, or the one a call names. */
+  private activeFor(rules: readonly RuleOptions[] | undefined): Active {
+    if (rules === undefined) return this.active;
+    let active = this.perCall.get(rules);
+    if (active !== undefined) return active;
+    if (!Array.isArray(rules)) {
+      throw new FloodgateError(
+        ErrorCodes.RULES,
+        `The rules of a call must be an array of rules, like [{ limit: 100, windowMs: 60_000 }], got ${describe(rules)}.`,
+      );
+    }
+    const content = JSON.stringify(rules);
+    active = this.byContent.get(content);
+    if (active === undefined) {
+      active = this.activate(parseRules({ rules }, 'The rules of a call'));
+      if (this.byContent.size >= PER_CALL_RULE_SETS) this.byContent.delete(this.byContent.keys().next().value as string);
+      this.byContent.set(content, active);
+    }
+    this.perCall.set(rules, active);
+    return active;
   }
 
   get rules(): readonly CompiledRule[] {
     return this.active.ruleSet.rules;
+  }
+
+  rulesFor(rules?: readonly RuleOptions[]): readonly CompiledRule[] {
+    return this.activeFor(rules).ruleSet.rules;
   }
 
   now(): number {
@@ -225,8 +283,8 @@ class RateLimiter implements Limiter {
     // Not an async function: with a store that answers synchronously (MemoryStore) the
     // decision is made here and now, without the frame and promises an async function allocates.
     try {
-      const cost = checkCost(options, 'consume()');
-      const active = this.active;
+      const { cost, rules } = checkCall(options, 'consume()');
+      const active = this.activeFor(rules);
       const ids = storeKeys(active.keying, keys);
       const decision = isPromise(ids) ? ids.then((resolved) => this.decide(keys, resolved, cost, active)) : this.decide(keys, ids, cost, active);
       return isPromise(decision) ? decision : Promise.resolve(decision);
@@ -240,7 +298,7 @@ class RateLimiter implements Limiter {
     const ruleSet = active.ruleSet;
     const started = this.timed ? performance.now() : -1;
     const now = this.now();
-    const remembered = this.denials?.lookup(joinedKeys(ids), cost, now);
+    const remembered = this.denials?.lookup(denialKey(active, ids), cost, now);
     if (remembered !== undefined) return this.report(keys, remembered, started);
     if (!this.breaker.allows()) return this.storeFailed(keys, unavailable(), ruleSet, cost, 'consume', started);
     const leaseId = active.leasing ? `${cost}.${crypto.randomUUID()}` : undefined;
@@ -279,8 +337,8 @@ class RateLimiter implements Limiter {
     if (leaseId !== undefined && decision.allowed) decision.leaseId = leaseId;
     if (this.denials !== undefined) {
       // A lease can end at any moment in any process: a concurrency denial says nothing about the next call.
-      if (decision.allowed || active.leasing) this.denials.forget(joinedKeys(ids));
-      else this.denials.remember(joinedKeys(ids), cost, decision, now);
+      if (decision.allowed || active.leasing) this.denials.forget(denialKey(active, ids));
+      else this.denials.remember(denialKey(active, ids), cost, decision, now);
     }
     return this.report(keys, decision, started);
   }
@@ -314,8 +372,8 @@ class RateLimiter implements Limiter {
     return decision;
   }
 
-  async peek(keys: Keys): Promise<Decision> {
-    const active = this.active;
+  async peek(keys: Keys, options?: PeekOptions): Promise<Decision> {
+    const active = this.activeFor(checkCall(options, 'peek()').rules);
     const ids = await storeKeys(active.keying, keys);
     const ruleSet = active.ruleSet;
     const started = this.timed ? performance.now() : -1;
@@ -333,10 +391,10 @@ class RateLimiter implements Limiter {
   }
 
   async refund(keys: Keys, options?: ConsumeOptions): Promise<void> {
-    const cost = checkCost(options, 'refund()');
-    const active = this.active;
+    const { cost, rules } = checkCall(options, 'refund()');
+    const active = this.activeFor(rules);
     const ids = await storeKeys(active.keying, keys);
-    this.denials?.forget(joinedKeys(ids));
+    this.denials?.forget(denialKey(active, ids));
     const started = this.timed ? performance.now() : -1;
     try {
       const result = this.store.refund(ids, active.ruleSet, cost, this.now());
@@ -347,7 +405,8 @@ class RateLimiter implements Limiter {
     }
   }
 
-  async release(keys: Keys, leaseId: string): Promise<void> {
+  async release(keys: Keys, leaseId: string, options?: PeekOptions): Promise<void> {
+    const { rules } = checkCall(options, 'release()');
     if (typeof leaseId !== 'string' || leaseId === '') return;
     const policy = this.config.onStoreError;
     if (leaseId.startsWith(INSURED)) {
@@ -355,7 +414,7 @@ class RateLimiter implements Limiter {
       if (typeof policy === 'object' && typeof policy.release === 'function') await policy.release(keys, leaseId.slice(INSURED.length));
       return;
     }
-    const active = this.active;
+    const active = this.activeFor(rules);
     const ids = await storeKeys(active.keying, keys);
     if (this.store.release === undefined) return;
     const started = this.timed ? performance.now() : -1;
@@ -368,10 +427,10 @@ class RateLimiter implements Limiter {
     }
   }
 
-  async reset(keys: Keys): Promise<void> {
-    const active = this.active;
+  async reset(keys: Keys, options?: PeekOptions): Promise<void> {
+    const active = this.activeFor(checkCall(options, 'reset()').rules);
     const ids = await storeKeys(active.keying, keys);
-    this.denials?.forget(joinedKeys(ids));
+    this.denials?.forget(denialKey(active, ids));
     const result = this.store.reset(ids, active.ruleSet);
     if (isPromise(result)) await withTimeout(result, this.config.timeoutMs);
   }

@@ -70,7 +70,8 @@ export function refundStep(rule: CompiledRule, state: RuleState, now: number, co
   }
   const algorithm = vectorAlgorithms[rule.algorithm];
   const next = new Array<number>(algorithm.stateSize(rule)).fill(0);
-  return algorithm.refund(rule, state as number[], 0, now, cost, next) === 0 ? null : next;
+  const kept = algorithm.refund(rule, state as number[], 0, now, cost, next);
+  return kept === 0 ? null : kept < 0 ? state : next;
 }
 
 /** Pure release of a concurrency lease: the state after (`null` once no lease is left). */

@@ -17,7 +17,12 @@ import { ceilDiv, floorDiv, type StateVector, type VectorAlgorithm, type Verdict
  * `updatedAt + level / unitsPerMs`. The Redis library (lua/meter.lua)
  * mirrors these functions.
  *
- * State: [level, updatedAt, unitsPerToken].
+ * State: [level, updatedAt, unitsPerToken, unitsPerMs]: the level and the
+ * time it was counted at, in the units of the rule that wrote it and draining
+ * at that rule's rate. Read under another rule (a plan, a hot update), the
+ * level drains at the rate it was written with up to now, and is then
+ * re-expressed in the reader's units: the state ends when its writer said it
+ * would (its key's expiry on Redis), whichever rule reads it.
  */
 
 /** The level after `elapsedMs` of draining, without overflowing on long idle times. */
@@ -75,21 +80,23 @@ export function decideLevel(rule: CompiledRule, level: number, cost: number, out
  */
 const countFrom = (state: StateVector, base: number, now: number): number => Math.max(state[base + 1] as number, now);
 
-/** The level a state stands for at `at` (from countFrom). */
+/** The level a state stands for at `at` (from countFrom), in `rule`'s units. */
 function levelAt(rule: CompiledRule, state: StateVector, base: number, at: number): number {
-  return drain(rescaleLevel(rule, state[base] as number, state[base + 2] as number), at - (state[base + 1] as number), rule.unitsPerMs);
+  const drained = drain(state[base] as number, at - (state[base + 1] as number), state[base + 3] as number);
+  return rescaleLevel(rule, drained, state[base + 2] as number);
 }
 
 function write(rule: CompiledRule, level: number, at: number, next: StateVector): void {
   next[0] = level;
   next[1] = at;
   next[2] = rule.unitsPerToken;
+  next[3] = rule.unitsPerMs;
 }
 
 function meter(name: 'token-bucket' | 'leaky-bucket' | 'gcra'): VectorAlgorithm {
   return {
     name,
-    stateSize: () => 3,
+    stateSize: () => 4,
 
     decide(rule, state, base, now, cost, out, next) {
       const at = state === null ? now : countFrom(state, base, now);

@@ -113,6 +113,7 @@ export const slidingWindow: VectorAlgorithm = {
   refund(rule, state, base, now, cost, next) {
     const G = rule.segmentMs;
     const S = rule.segments;
+    if (state[base] !== G) return -1; // counted on another grid: nothing of this rule's to give back
     let segment = floorDiv(now, G);
     if (state[base] === G && (state[base + 1] as number) > segment) segment = state[base + 1] as number;
     const counts = new Array<number>(S + 1);

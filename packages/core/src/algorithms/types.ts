@@ -51,7 +51,9 @@ export interface VectorAlgorithm {
   /**
    * Gives `cost` units back. Writes the new state into `next` and returns how
    * many ms it must be kept, or 0 when the key has nothing left to keep (its
-   * state has expired or is back to full capacity).
+   * state has expired or is back to full capacity), or -1 when the state is
+   * not one this rule reads (another rule's, under the same name): it is left
+   * as it is.
    */
   refund(rule: CompiledRule, state: StateVector, base: number, now: number, cost: number, next: StateVector): number;
 }

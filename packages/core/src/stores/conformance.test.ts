@@ -14,7 +14,7 @@ import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import type { Keys } from '../keys.js';
 import { createLimiter, type Limiter } from '../limiter.js';
-import { type AlgorithmName, compileRule, type RuleOptions } from '../rules.js';
+import { type AlgorithmName, type CompiledRule, compileRule, type RuleOptions } from '../rules.js';
 import { algorithmNames } from '../test-support/arbitraries.js';
 import { expectedDecision, referenceLimiter } from '../test-support/reference.js';
 import { MemoryStore } from './memory-store.js';
@@ -60,6 +60,34 @@ const ruleLists = (range: [number, number]) =>
     .array(fc.constantFrom(...algorithmNames), { minLength: 1, maxLength: 3 })
     .chain((names) => fc.tuple(...names.map((algorithm, i) => conformanceRule(algorithm, `r${i}`, range))));
 
+/**
+ * A limiter's rules and two plans: the same rule names, algorithms and scopes
+ * with other numbers, that a call may be decided under instead (consume(keys,
+ * { rules })). State is kept per rule name and algorithm, so it carries from
+ * plan to plan.
+ */
+const rulesAndPlans = (range: [number, number]): fc.Arbitrary<RuleOptions[][]> =>
+  ruleLists(range).chain((rules) =>
+    fc.tuple(
+      fc.constant(rules),
+      ...[0, 1].map(() =>
+        fc.tuple(
+          ...rules.map((rule) =>
+            conformanceRule(rule.algorithm as AlgorithmName, rule.name as string, range).map((plan): RuleOptions => {
+              // A plan keeps what shapes a rule's state: its algorithm and scope, a sliding
+              // window's segments, and a sliding log's window (the calls each store keeps).
+              const kept = { scope: rule.scope, ...(rule.segments === undefined ? {} : { segments: rule.segments }) };
+              if (rule.algorithm === 'sliding-window')
+                return { ...plan, ...kept, windowMs: Math.max(plan.windowMs - (plan.windowMs % (rule.segments ?? 1)), rule.segments ?? 1) };
+              if (rule.algorithm === 'sliding-log') return { ...plan, ...kept, windowMs: rule.windowMs };
+              return { ...plan, ...kept };
+            }),
+          ),
+        ),
+      ),
+    ),
+  );
+
 /** The keys of a call: a string (scope `key` only) or one key per scope, with keys that try to break out of their hash tag. */
 const callKeys = fc.record({
   key: fc.constantFrom('a', 'b', 'user:{42}', 'x}:r0', '%global'),
@@ -72,6 +100,8 @@ interface Step {
   keys: { key: string; ip: string; user: string };
   gap: number;
   cost: number;
+  /** 0: the limiter's own rules; 1, 2: a plan given with the call. */
+  plan: number;
 }
 
 /**
@@ -92,6 +122,7 @@ const operations = (gaps: fc.Arbitrary<number>) =>
       keys: callKeys,
       gap: gaps,
       cost: fc.oneof(fc.constant(1), fc.integer({ min: 1, max: 17 })),
+      plan: fc.oneof({ weight: 3, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.integer({ min: 1, max: 2 }) }),
     }),
     { minLength: 1, maxLength: 40 },
   );
@@ -107,7 +138,7 @@ const propertyTimeout = 180_000;
 const timeoutMs = 30_000;
 
 /** A call's keys as the limiter takes them: a string when every rule counts under `key`, else the object. */
-const keysFor = (rules: RuleOptions[], keys: Step['keys']): Keys => (rules.every((r) => (r.scope ?? 'key') === 'key') ? keys.key : keys);
+const keysFor = (rules: readonly RuleOptions[], keys: Step['keys']): Keys => (rules.every((r) => (r.scope ?? 'key') === 'key') ? keys.key : keys);
 
 /**
  * Runs a trace on a limiter built from `store` and checks every decision
@@ -117,44 +148,48 @@ const keysFor = (rules: RuleOptions[], keys: Step['keys']): Keys => (rules.every
  */
 async function checkTrace(
   store: Store,
-  rules: RuleOptions[],
+  [rules = [], ...plans]: RuleOptions[][],
   steps: Step[],
   clock: { now: () => number; advance: (ms: number) => Promise<void> | void; decidedAt: () => number | undefined },
 ): Promise<boolean> {
   const limiter: Limiter = createLimiter({ rules, store, now: clock.now, prefix: `conf${run++}:`, timeoutMs });
-  const reference = referenceLimiter(rules.map((r, i) => compileRule(r, `rules[${i}]`)));
-  const shortest = Math.min(...rules.map((r) => r.windowMs));
-  const leases: { keys: Keys; leaseId: string }[] = [];
+  const compiled = [rules, ...plans].map((list) => (list ?? []).map((r, i) => compileRule(r, `rules[${i}]`)));
+  const reference = referenceLimiter(compiled[0] as CompiledRule[]);
+  const shortest = Math.min(...[rules, ...plans].flat().map((r) => r.windowMs));
+  const leases: { keys: Keys; leaseId: string; plan: number }[] = [];
   for (const step of steps) {
     await clock.advance(Math.round((step.gap * shortest) / 1000));
     const keys = keysFor(rules, step.keys);
     const { op, cost } = step;
+    const plan = step.plan < plans.length + 1 ? step.plan : 0;
+    const under = reference.under(compiled[plan] as CompiledRule[]);
+    const given = plan === 0 ? {} : { rules: plans[plan - 1] };
     if (op === 'consume') {
-      const { leaseId, ...decision } = await limiter.consume(keys, { cost });
+      const { leaseId, ...decision } = await limiter.consume(keys, { cost, ...given });
       const at = clock.decidedAt();
       if (at === undefined) return false;
-      expect(decision).toEqual(expectedDecision(reference.consume(keys, at, cost, leaseId)));
-      if (leaseId !== undefined) leases.push({ keys, leaseId });
+      expect(decision).toEqual(expectedDecision(under.consume(keys, at, cost, leaseId)));
+      if (leaseId !== undefined) leases.push({ keys, leaseId, plan });
     } else if (op === 'release') {
       const lease = leases.splice(cost % Math.max(1, leases.length), 1)[0];
       if (lease === undefined) continue;
-      await limiter.release(lease.keys, lease.leaseId);
+      await limiter.release(lease.keys, lease.leaseId, lease.plan === 0 ? {} : { rules: plans[lease.plan - 1] });
       const at = clock.decidedAt();
       if (at === undefined) return false;
-      reference.release(lease.keys, at, lease.leaseId);
+      reference.under(compiled[lease.plan] as CompiledRule[]).release(lease.keys, at, lease.leaseId);
     } else if (op === 'peek') {
-      const decision = await limiter.peek(keys);
+      const decision = await limiter.peek(keys, given);
       const at = clock.decidedAt();
       if (at === undefined) return false;
-      expect(decision).toEqual(expectedDecision(reference.peek(keys, at)));
+      expect(decision).toEqual(expectedDecision(under.peek(keys, at)));
     } else if (op === 'refund') {
-      await limiter.refund(keys, { cost });
+      await limiter.refund(keys, { cost, ...given });
       const at = clock.decidedAt();
       if (at === undefined) return false;
-      reference.refund(keys, at, cost);
+      under.refund(keys, at, cost);
     } else {
-      reference.reset(keys);
-      await limiter.reset(keys);
+      under.reset(keys);
+      await limiter.reset(keys, given);
     }
   }
   return true;
@@ -183,7 +218,7 @@ describe.each(stores)('%s conformance', (_, makeStore) => {
     'decides random multi-rule, multi-scope traces exactly like the reference, field by field',
     async () => {
       await fc.assert(
-        fc.asyncProperty(ruleLists([30_000, 600_000]), operations(gap), async (rules, steps) => {
+        fc.asyncProperty(rulesAndPlans([30_000, 600_000]), operations(gap), async (rules, steps) => {
           expect(await checkTrace(makeStore(), rules, steps, manualClock(FUTURE + (run % 1000) * 3_600_000))).toBe(true);
         }),
         { numRuns: 1000 },
@@ -207,8 +242,9 @@ describe.each(stores)('%s conformance', (_, makeStore) => {
       keys: { key: i % 2 ? 'a' : 'b', ip: '', user: '' },
       gap: i % 5 === 0 ? 200 : 0,
       cost: 1 + (i % 2),
+      plan: 0,
     }));
-    expect(await checkTrace(makeStore(), rules, steps, manualClock(FUTURE))).toBe(true);
+    expect(await checkTrace(makeStore(), [rules], steps, manualClock(FUTURE))).toBe(true);
   });
 });
 
@@ -260,7 +296,7 @@ describe("RedisStore on Redis's own clock (the production path)", () => {
       let complete = 0;
       let runs = 0;
       await fc.assert(
-        fc.asyncProperty(ruleLists([4, 40]), operations(realGap), async (rules, steps) => {
+        fc.asyncProperty(rulesAndPlans([4, 40]), operations(realGap), async (rules, steps) => {
           const { client, decidedAt } = timedClient(redisServer.client);
           const clock = { now: () => Date.now(), advance: (ms: number) => (ms > 0 ? sleep(ms) : undefined), decidedAt };
           runs++;
@@ -279,7 +315,7 @@ describe('MemoryStore and RedisStore side by side', () => {
     'make the same decisions on the same random traces',
     async () => {
       await fc.assert(
-        fc.asyncProperty(ruleLists([30_000, 600_000]), operations(gap), async (rules, steps) => {
+        fc.asyncProperty(rulesAndPlans([30_000, 600_000]), operations(gap), async ([rules = [], ...plans], steps) => {
           let now = FUTURE + 10 * 86_400_000;
           const prefix = `side${run++}:`;
           const memory = createLimiter({ rules, now: () => now, prefix });
@@ -296,17 +332,18 @@ describe('MemoryStore and RedisStore side by side', () => {
             now += Math.round((step.gap * shortest) / 1000);
             const keys = keysFor(rules, step.keys);
             const { op, cost } = step;
+            const given = step.plan === 0 ? {} : { rules: plans[step.plan - 1] };
             if (op === 'consume') {
-              const { leaseId: inRedis, ...fromRedis } = await redisLimiter.consume(keys, { cost });
-              const { leaseId: inMemory, ...fromMemory } = await memory.consume(keys, { cost });
+              const { leaseId: inRedis, ...fromRedis } = await redisLimiter.consume(keys, { cost, ...given });
+              const { leaseId: inMemory, ...fromMemory } = await memory.consume(keys, { cost, ...given });
               expect(fromRedis).toEqual(fromMemory);
               if (inRedis !== undefined && inMemory !== undefined) leases.push({ keys, memory: inMemory, redis: inRedis });
             } else if (op === 'release') {
               const lease = leases.splice(cost % Math.max(1, leases.length), 1)[0];
               if (lease !== undefined) await Promise.all([memory.release(lease.keys, lease.memory), redisLimiter.release(lease.keys, lease.redis)]);
-            } else if (op === 'peek') expect(await redisLimiter.peek(keys)).toEqual(await memory.peek(keys));
-            else if (op === 'refund') await Promise.all([memory.refund(keys, { cost }), redisLimiter.refund(keys, { cost })]);
-            else await Promise.all([memory.reset(keys), redisLimiter.reset(keys)]);
+            } else if (op === 'peek') expect(await redisLimiter.peek(keys, given)).toEqual(await memory.peek(keys, given));
+            else if (op === 'refund') await Promise.all([memory.refund(keys, { cost, ...given }), redisLimiter.refund(keys, { cost, ...given })]);
+            else await Promise.all([memory.reset(keys, given), redisLimiter.reset(keys, given)]);
           }
         }),
         { numRuns: 200 },

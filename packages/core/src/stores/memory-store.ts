@@ -29,29 +29,28 @@ export interface MemoryStoreOptions {
 /** Entries the sweeper looks at per table per tick: bounds the pause on a large store. */
 const SWEEP_BUDGET = 20_000;
 
-/** Where a slot's numbers start in `Table.slots`: its expiry, its last use, then the algorithm's state. */
+/** Where a slot's numbers start in `Table.slots`: its expiry, then the algorithm's state. */
 const EXPIRES_AT = 0;
-const TOUCHED_AT = 1;
-const STATE = 2;
+const STATE = 1;
 
 /**
  * The keys of one rule: a Map from key to a slot, and each slot's numbers side
- * by side in one typed array (expiry, last use, then the algorithm's state), so
- * a key costs a Map entry and a few numbers, not an object, and a decision
- * reads one stretch of memory. A call decides (`decide`, which writes the
- * state the call would leave into a buffer it is given) and, when every rule
- * of the call admits it, commits (`commit`, which stores that state).
+ * by side in one typed array (its expiry, then the algorithm's state), so a
+ * key costs a Map entry, a few numbers and a byte, not an object, and a
+ * decision reads one stretch of memory. A call decides (`decide`, which writes
+ * the state the call would leave into a buffer it is given) and, when every
+ * rule of the call admits it, commits (`commit`, which stores that state).
  */
 abstract class Table {
   readonly index = new Map<string, number>();
   protected capacity = 0;
   protected slots = new Float64Array(0);
+  /** Per slot: whether its key was used since the eviction hand last passed it (see evictOldest). */
+  private referenced = new Uint8Array(0);
   /** Numbers per slot. */
   protected readonly stride: number;
   private readonly freeSlots: number[] = [];
   private used = 0;
-  private clock = 0; // counts lookups, for recency
-  private readonly slack: number;
   private cursor: Iterator<[string, number]> | undefined;
   /** Where the next eviction looks for the oldest entry (see evictOldest). */
   private evictions: Iterator<[string, number]> | undefined;
@@ -67,27 +66,17 @@ abstract class Table {
     stateSize = 0,
   ) {
     this.stride = STATE + stateSize;
-    // A key is moved to the young end of the Map only when it has not been
-    // moved for `slack` lookups: hot keys cost one comparison, and eviction
-    // still takes a key unused for about the last maxKeys/8 lookups.
-    this.slack = Math.floor(maxKeys / 8);
   }
 
-  /** The key's slot, or -1. Marks the key as recently used. */
+  /** The key's slot, or -1. Marks the key as used. */
   find(key: string): number {
     const slot = this.index.get(key);
     if (slot === undefined) return -1;
-    const clock = ++this.clock;
-    const touched = slot * this.stride + TOUCHED_AT;
-    if (clock - (this.slots[touched] as number) > this.slack) {
-      this.index.delete(key);
-      this.index.set(key, slot);
-      this.slots[touched] = clock;
-    }
+    this.referenced[slot] = 1;
     return slot;
   }
 
-  /** A slot for a new key, forgetting the least recently used key at the bound. */
+  /** A slot for a new key, forgetting a key not used for a while at the bound. */
   protected allocate(key: string): number {
     if (this.index.size >= this.maxKeys) this.evictOldest();
     let slot = this.freeSlots.pop();
@@ -96,28 +85,39 @@ abstract class Table {
       slot = this.used++;
     }
     this.index.set(key, slot);
-    this.slots[slot * this.stride + TOUCHED_AT] = ++this.clock;
+    this.referenced[slot] = 0;
     return slot;
   }
 
   /**
-   * Forgets the least recently used key: the Map's oldest entry. A Map keeps a
-   * deleted entry's place until it rehashes, and a new iterator walks over
-   * every one of them to reach the first live entry, so evicting with
-   * `entries().next()` cost O(deleted entries) per call. One iterator kept
-   * across calls passes each deleted entry once (V8 carries live iterators
-   * over a rehash): O(1) amortised.
+   * Forgets the oldest key not used since the hand last passed it (the CLOCK,
+   * or second-chance, approximation of least-recently-used): the Map keeps
+   * keys in the order they came; a key used since is moved to the young end
+   * instead, its mark cleared. A hot key costs one byte written per use, not
+   * a Map reshuffle. The hand is one iterator kept across evictions: a new
+   * one would walk over every deleted entry the Map still keeps (until it
+   * rehashes) to reach the first live one, O(deleted entries) per call, where
+   * one kept passes each once (V8 carries live iterators over a rehash).
    */
   private evictOldest(): void {
-    this.evictions ??= this.index.entries();
-    let oldest = this.evictions.next();
-    if (oldest.done) {
-      // Only when the iterator had reached the end: every entry is newer than it, and the first is the oldest.
-      this.evictions = this.index.entries();
-      oldest = this.evictions.next();
+    for (;;) {
+      this.evictions ??= this.index.entries();
+      const oldest = this.evictions.next();
+      if (oldest.done) {
+        // Only when the hand had reached the end: every entry is newer than it, and the first is the oldest.
+        this.evictions = undefined;
+        continue;
+      }
+      const [key, slot] = oldest.value;
+      if (this.referenced[slot] === 1) {
+        this.referenced[slot] = 0;
+        this.index.delete(key);
+        this.index.set(key, slot);
+        continue;
+      }
+      this.remove(key, slot);
+      return;
     }
-    const [key, slot] = oldest.value as [string, number];
-    this.remove(key, slot);
   }
 
   remove(key: string, slot: number): void {
@@ -130,6 +130,9 @@ abstract class Table {
     const slots = new Float64Array(capacity * this.stride);
     slots.set(this.slots);
     this.slots = slots;
+    const referenced = new Uint8Array(capacity);
+    referenced.set(this.referenced);
+    this.referenced = referenced;
     this.capacity = capacity;
   }
 
@@ -207,6 +210,7 @@ class VectorTable extends Table {
     if (slot < 0) return;
     const next = this.stateBuffer();
     const ttl = this.algorithm.refund(rule, this.slots, slot * this.stride + STATE, now, cost, next);
+    if (ttl < 0) return; // another rule's state under this name: left as it is
     if (ttl === 0) {
       this.remove(key, slot);
       return;
