@@ -7,7 +7,8 @@
 // inline `npm run ...`/`npx ...` ones. Each runs in the README's folder, or at the
 // repository root when its comment or sentence says "from the repository root".
 // A command passes when it exits 0, or, for a server, once it prints
-// "listening on http://..." (then it is stopped). PORT=0: servers take a free port.
+// "listening on http://..." (`next start`: "Local: http://..." then "Ready in"); then
+// it is stopped. PORT=0: servers take a free port.
 //
 // `node scripts/check-readme-commands.mjs <text>` runs only the commands that contain <text>.
 //
@@ -84,6 +85,9 @@ const path = (process.env.PATH ?? '').split(delimiter).filter((dir) => !dir.star
 const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(npm|pnpm)_/i.test(name)));
 Object.assign(env, { PATH: [hidden, ...path].join(delimiter), PORT: '0', CI: '1' });
 
+/** What a server prints once it accepts requests: ours, and `next start`'s banner. */
+const serving = /listening on http:\/\/\S+|Local:\s+http:\/\/\S+[\s\S]*\bReady in\b/;
+
 /** Runs one command in its own process group, which is stopped at the end whatever happens. */
 function run(command, cwd) {
   return new Promise((resolve) => {
@@ -97,7 +101,7 @@ function run(command, cwd) {
     };
     const onData = (chunk) => {
       output += chunk;
-      if (!served && /listening on http:\/\/\S+/.test(output)) {
+      if (!served && serving.test(output)) {
         served = true;
         stop('SIGTERM');
       }

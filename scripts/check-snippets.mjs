@@ -8,7 +8,9 @@
 // (the package itself by name, its framework and its @types) and reads the
 // workspace packages' sources (the `@floodgate/source` condition: no build
 // needed to type-check). Snippets of the root README and docs/ are shown with
-// Express, so they compile in packages/express.
+// Express, so they compile in packages/express. The compiler options are the
+// repository's strict base, with the home's own tsconfig.json over them (NestJS
+// needs legacy decorators, Next.js its bundler resolution).
 //
 // Fragments: a snippet may use names the surrounding app would have (`app`,
 // `redis`, a route handler). scripts/snippets/<package>.d.ts declares them with
@@ -17,6 +19,7 @@
 //
 // An HTML comment on the line before a fence changes that, one word each:
 //   <!-- snippet: koa -->                 compile in packages/koa (with koa.d.ts)
+//   <!-- snippet: examples/nextjs -->     compile in that folder (a path: an example's dependencies)
 //   <!-- snippet: skip: <why> -->         not checked at all (listed in the output)
 //   <!-- snippet: no-run: <why> -->       type-checked, never run
 import { spawn } from 'node:child_process';
@@ -63,13 +66,33 @@ function snippetsOf(file) {
 /** The package folder a snippet compiles in; its preamble is scripts/snippets/<folder name>.d.ts. */
 function homeOf(snippet) {
   const rel = relative(root, snippet.file).split(/[\\/]/);
-  if (snippet.word !== '' && snippet.word !== 'no-run') return join(root, 'packages', snippet.word);
+  if (snippet.word !== '' && snippet.word !== 'no-run') return snippet.word.includes('/') ? join(root, snippet.word) : join(root, 'packages', snippet.word);
   if (rel.length > 2 && existsSync(join(root, rel[0], rel[1], 'package.json'))) return join(root, rel[0], rel[1]);
   return join(root, 'packages', 'express');
 }
 
 const baseOptions = ts.convertCompilerOptionsFromJson(JSON.parse(readFileSync(join(root, 'tsconfig.base.json'), 'utf8')).compilerOptions, root).options;
-const options = { ...baseOptions, noEmit: true, declaration: false, sourceMap: false, allowJs: true, checkJs: true };
+
+/** The base options, then the home's tsconfig.json (its `extends` followed) without where its own files and output go. */
+function optionsOf(home) {
+  const config = join(home, 'tsconfig.json');
+  let own = {};
+  if (existsSync(config)) {
+    const parsed = ts.getParsedCommandLineOfConfigFile(
+      config,
+      {},
+      {
+        ...ts.sys,
+        onUnRecoverableConfigFileDiagnostic: (d) => {
+          throw new Error(`${relative(root, config)}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
+        },
+      },
+    );
+    const { rootDir, outDir, incremental, composite, tsBuildInfoFile, plugins, ...rest } = parsed.options;
+    own = rest;
+  }
+  return { ...baseOptions, ...own, noEmit: true, declaration: false, sourceMap: false, allowJs: true, checkJs: true };
+}
 
 const all = markdownFiles().flatMap(snippetsOf);
 const skipped = all.filter((s) => s.word === 'skip');
@@ -99,7 +122,7 @@ for (const [home, snippets] of homes) {
     writeFileSync(s.path, `${s.code}\nexport {};\n`);
   }
   const before = failures;
-  const program = ts.createProgram([...snippets.map((s) => s.path), ...(existsSync(preamble) ? [preamble] : [])], options);
+  const program = ts.createProgram([...snippets.map((s) => s.path), ...(existsSync(preamble) ? [preamble] : [])], optionsOf(home));
   const checker = program.getTypeChecker();
   const preambleFile = program.getSourceFile(preamble);
   for (const s of snippets) {
