@@ -53,7 +53,7 @@ describe('rateLimitHeaders', () => {
     const down = () => Promise.reject(new Error('down'));
     const store = { consume: down, peek: down, refund: down, reset: down };
     const closed = createLimiter({ limit: 5, windowMs: 60_000, store, onStoreError: 'deny' });
-    const open = createLimiter({ limit: 5, windowMs: 60_000, store });
+    const open = createLimiter({ limit: 5, windowMs: 60_000, store, prefix: 'open:' });
     closed.on('error', () => {});
     open.on('error', () => {});
     const failed = await closed.consume('k');
