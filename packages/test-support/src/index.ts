@@ -10,3 +10,4 @@ export {
   startSentinelSetup,
   useRedisServer,
 } from './redis.js';
+export { type BridgeRequest, type RestBridge, startRestBridge, useRestBridge } from './upstash.js';

@@ -4,11 +4,13 @@
  * each rule's scope) on random traces of consume/peek/refund/reset/release
  * with costs, scopes and clock jumps both ways, field by field. It runs on
  * the MemoryStore and on RedisStores backed by a private redis-server: the
- * library as Functions and as scripts on the limiter's clock, and the
- * production path, Functions on Redis's own clock, whose every call is timed
- * by Redis. The two stores also run side by side on the same traces.
+ * library as Functions and as scripts on the limiter's clock, over the
+ * @upstash/redis client (HTTP, through the REST bridge of test-support), and
+ * the production path, Functions on Redis's own clock, whose every call is
+ * timed by Redis. The two stores also run side by side on the same traces.
  */
-import { useRedisServer } from '@floodgate/test-support';
+import { useRedisServer, useRestBridge } from '@floodgate/test-support';
+import { Redis as Upstash } from '@upstash/redis';
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
@@ -23,6 +25,8 @@ import { RedisStore } from './redis-store.js';
 import type { Store } from './types.js';
 
 const redisServer = useRedisServer();
+/** Upstash's REST protocol in front of the same Redis: the real @upstash/redis client over HTTP. */
+const restBridge = useRestBridge(() => redisServer.server.port);
 
 /** Where the limiter's clock starts with clock: 'client': its expiries are absolute, and must lie ahead of Redis's clock. */
 const FUTURE = Date.UTC(2100, 0, 1);
@@ -176,6 +180,10 @@ const stores: [string, () => Store][] = [
   ['MemoryStore', () => new MemoryStore()],
   ['RedisStore (functions, clock: client)', () => new RedisStore({ client: redisServer.client, clock: 'client' })],
   ['RedisStore (scripts, clock: client)', () => new RedisStore({ client: redisServer.client, clock: 'client', mode: 'scripts' })],
+  [
+    'RedisStore over @upstash/redis (REST bridge, clock: client)',
+    () => new RedisStore({ client: new Upstash({ url: restBridge.url, token: restBridge.token, enableTelemetry: false }), clock: 'client' }),
+  ],
 ];
 
 describe.each(stores)('%s conformance', (_, makeStore) => {
