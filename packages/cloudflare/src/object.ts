@@ -89,8 +89,9 @@ export class FloodgateDurableObject {
     this.storage = ctx.storage;
   }
 
-  /** One call of the store: a POST of a JSON call, answered with JSON. */
+  /** One call of the store: a POST of a JSON call, answered with JSON. A GET answers what inspect() says. */
   async fetch(request: Request): Promise<Response> {
+    if (request.method === 'GET') return Response.json(await this.inspect());
     let call: Call;
     try {
       call = this.parse(await request.json());

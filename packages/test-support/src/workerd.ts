@@ -1,3 +1,4 @@
+/// <reference path="./workerd-binary.d.ts" />
 /*
  * workerd (the runtime of Cloudflare Workers, from npm) for tests: a Worker
  * bundled with esbuild as wrangler bundles it, served on a free loopback
