@@ -16,7 +16,7 @@ const redisServer = useRedisServer();
 const bridge = useRestBridge(() => redisServer.server.port);
 const storage = mkdtempSync(join(tmpdir(), 'floodgate-durable-objects-'));
 /** How late the objects of SlowDurableObject answer. */
-const SLOW_MS = 400;
+const SLOW_MS = 1_000;
 const worker = useWorkerd(() => ({
   entry: fileURLToPath(new URL('./test-support/app.ts', import.meta.url)),
   durableObjects: { FLOODGATE: 'FloodgateDurableObject', SLOW: 'SlowDurableObject', SHORT: 'ShortLivedDurableObject' },
@@ -127,7 +127,7 @@ describe('DurableObjectStore in workerd', () => {
     expect(((await rule.json()) as { error: string }).error).toMatch(/rule\.algorithm must be one of/);
   });
 
-  describe('when an object does not answer in time (timeoutMs 100, objects answering after 400 ms)', () => {
+  describe('when an object does not answer in time (timeoutMs 100, objects answering after 1 s)', () => {
     it("onStoreError 'allow' serves the request without rate-limit headers, after timeoutMs", async () => {
       const started = performance.now();
       const res = await get('/slow?policy=allow', 'slow-allow');
