@@ -41,7 +41,7 @@ local sliding_window = {
     local n = -1 -- counts[0..S]; the first field is the segment length
     for field in string.gmatch(raw, '[^:]+') do
       if n == -1 then
-        if field ~= rule.tag then return nil end -- another segment length: another grid
+        if field ~= rule.tag then return nil, true end -- another segment length: another grid
       else
         local count = integer(field)
         if not count then return nil end
@@ -98,7 +98,9 @@ end
 -- likely counted. The state is then anchored at its newest segment that
 -- still counts something, which sets when it expires.
 sliding_window.refund = function(key, rule, clock, cost)
-  local state = sliding_window.read(key, rule, clock)
+  local state, other_grid = sliding_window.read(key, rule, clock)
+  -- Counted on another grid (a plan with another window): nothing of this rule's to give back, and not its to forget.
+  if other_grid then return end
   if not state then return forget_ended(key, clock) end
   local S, counts = rule.segments, state.counts
   local left = cost

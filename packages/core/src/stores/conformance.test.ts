@@ -253,6 +253,24 @@ describe.each(stores)('%s conformance', (_, makeStore) => {
     expect((await limiter.consume('k', { cost: 4 })).allowed).toBe(true);
   });
 
+  // Found by the property above on Redis: a refund under a plan whose sliding window has another length deleted
+  // the other grid's count once it had ended on the caller's clock; the clock then went back and found it gone.
+  it('leaves a count made on another grid alone when refunding under a plan, also once it has ended', async () => {
+    const rules = (windowMs: number): RuleOptions[] => [
+      { name: 'r0', algorithm: 'fixed-window', limit: 1, windowMs: 30_000 },
+      { name: 'r1', scope: 'global', algorithm: 'sliding-window', limit: 1, windowMs },
+    ];
+    const step = (op: string, key: string, gap: number, cost: number, plan: number) => ({ op, keys: { key, ip: '', user: '' }, gap, cost, plan });
+    const steps = [
+      step('consume', 'a', 1, 1, 1), // counted on the 30 001 ms grid
+      step('peek', 'a', 1131, 1, 0),
+      step('refund', 'a', 245, 3, 0), // on the 30 000 ms grid, after the count has ended
+      step('consume', 'a', -919, 13, 1), // the clock went back: the count is alive again
+      step('consume', 'b', -1746, 1, 1),
+    ];
+    expect(await checkTrace(makeStore(), [rules(30_000), rules(30_001)], steps, manualClock(FUTURE))).toBe(true);
+  });
+
   it('runs every algorithm in one limiter, several keys interleaved', async () => {
     const rules = algorithmNames.map((algorithm, i) => ({ name: `r${i}`, algorithm, limit: 3, windowMs: 60_000 }));
     const steps = Array.from({ length: 30 }, (_, i) => ({
