@@ -159,6 +159,7 @@ export function moreQuotaMs(decision: RuleDecision, rule: CompiledRule | undefin
   return decision.resetMs;
 }
 
+/** `X-RateLimit-Limit`, `-Remaining` and `-Reset` (Unix epoch seconds: `decidedAt + resetMs`, rounded up), as GitHub sends them. */
 export function legacyHeaders(decision: Decision, decidedAt: number): Header[] {
   return [
     ['X-RateLimit-Limit', integer(decision.limit)],
@@ -180,11 +181,13 @@ function numericPolicy(report: PolicyReport): Header[] {
   return rule === undefined ? [] : [['RateLimit-Policy', `${integer(report.decision.limit)};w=${windowSeconds(rule)}`]];
 }
 
+/** draft-6 (Section 3): `RateLimit-Policy: 100;w=60`, `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`, as express-rate-limit sends them. */
 export function draft6Headers(report: PolicyReport): Header[] {
   const d = report.decision;
   return [...numericPolicy(report), ['RateLimit-Limit', integer(d.limit)], ['RateLimit-Remaining', integer(d.remaining)], ['RateLimit-Reset', resetSeconds(d)]];
 }
 
+/** draft-7 (Section 3): `RateLimit-Policy: 100;w=60` and `RateLimit: limit=100, remaining=99, reset=50`, as express-rate-limit sends them. */
 export function draft7Headers(report: PolicyReport): Header[] {
   const d = report.decision;
   return [...numericPolicy(report), ['RateLimit', `limit=${integer(d.limit)}, remaining=${integer(d.remaining)}, reset=${resetSeconds(d)}`]];

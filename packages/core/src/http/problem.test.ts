@@ -99,4 +99,13 @@ describe('rateLimitProblem', () => {
     expect(rateLimitProblem([await report('k', 11)], 429, { detail: 'Slow down' }).detail).toBe('Slow down');
     expect(PROBLEM_CONTENT_TYPE).toBe('application/problem+json');
   });
+
+  it("adds the caller's extension members after the standard ones, never over them", async () => {
+    const { report } = limiterAt({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000 });
+    await report();
+    const extensions = { plans: 'https://example.com/plans', type: 'about:blank', status: 200, 'violated-policies': [] };
+    expect(problemResponse([await report()], 429, { extensions }).body).toBe(
+      '{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"Too many requests. Retry in 60 seconds.","plans":"https://example.com/plans","violated-policies":["default"]}',
+    );
+  });
 });

@@ -20,9 +20,29 @@ export interface RateLimitProblem {
   readonly detail: string;
   /** quota-exceeded: the policies that denied, named as in the RateLimit headers. */
   readonly 'violated-policies'?: readonly string[];
+  /** Extension members the caller added (`ProblemOptions.extensions`). */
+  readonly [member: string]: unknown;
 }
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
+
+/** What the caller adds to a problem: the user's words for this denial. */
+export interface ProblemOptions {
+  /** Replaces the generated `detail` (an adapter passes a string `message` here). */
+  readonly detail?: string;
+  /**
+   * Extension members (RFC 9457, Section 3.2), e.g. a link to the plans page
+   * (an adapter passes an object `message` here). They cannot replace `type`,
+   * `title`, `status` or `violated-policies`.
+   */
+  readonly extensions?: Readonly<Record<string, unknown>>;
+}
+
+const reserved: ReadonlySet<string> = new Set(['type', 'title', 'status', 'detail', 'violated-policies']);
+
+/** The caller's extension members, without the ones Floodgate sets. */
+const extensions = (options: ProblemOptions): Record<string, unknown> =>
+  Object.fromEntries(Object.entries(options.extensions ?? {}).filter(([member]) => !reserved.has(member)));
 
 const inSeconds = (retryAfterMs: number): string => {
   if (!Number.isFinite(retryAfterMs)) return 'This request is larger than the quota allows and cannot succeed as it is.';
@@ -42,18 +62,17 @@ const inSeconds = (retryAfterMs: number): string => {
  *   `violated-policies` naming every rule that denied, by the names the
  *   draft-8/draft-10 headers give them.
  *
- * `detail` says when to retry, unless the caller gives its own (the user's
- * `message`, when it is a string).
+ * `detail` says when to retry, unless the caller gives its own.
  *
  * @example
  * ```ts
  * const problem = rateLimitProblem([{ decision, rules: limiter.rules, decidedAt }], 429);
  * // { type: 'https://iana.org/assignments/http-problem-types#quota-exceeded', title: 'Quota Exceeded',
- * //   status: 429, detail: 'Retry in 3 seconds.', 'violated-policies': ['per-minute'] }
+ * //   status: 429, detail: 'Too many requests. Retry in 3 seconds.', 'violated-policies': ['per-minute'] }
  * const body = JSON.stringify(problem); // sent as application/problem+json
  * ```
  */
-export function rateLimitProblem(reports: readonly PolicyReport[], status: number, options: { detail?: string } = {}): RateLimitProblem {
+export function rateLimitProblem(reports: readonly PolicyReport[], status: number, options: ProblemOptions = {}): RateLimitProblem {
   const names = policyNames(reports);
   const violated: string[] = [];
   let denied = false;
@@ -78,6 +97,7 @@ export function rateLimitProblem(reports: readonly PolicyReport[], status: numbe
       title: 'Temporary Reduced Capacity',
       status,
       detail: options.detail ?? `The rate limiter cannot count requests right now. ${inSeconds(retryAfterMs || 1000)}`,
+      ...extensions(options),
     };
   }
   return {
@@ -85,6 +105,7 @@ export function rateLimitProblem(reports: readonly PolicyReport[], status: numbe
     title: 'Quota Exceeded',
     status,
     detail: options.detail ?? `Too many requests. ${inSeconds(retryAfterMs)}`,
+    ...extensions(options),
     'violated-policies': violated,
   };
 }
@@ -93,7 +114,7 @@ export function rateLimitProblem(reports: readonly PolicyReport[], status: numbe
 export function problemResponse(
   reports: readonly PolicyReport[],
   status: number,
-  options: { detail?: string } = {},
+  options: ProblemOptions = {},
 ): { body: string; contentType: typeof PROBLEM_CONTENT_TYPE } {
   return { body: JSON.stringify(rateLimitProblem(reports, status, options)), contentType: PROBLEM_CONTENT_TYPE };
 }
