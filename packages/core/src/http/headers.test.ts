@@ -514,6 +514,14 @@ describe('partitionKeys: draft-10 pk, a hash of the key, never the key', () => {
     expect(JSON.stringify(rateLimitHeaders([report], 'draft-10', undefined))).not.toContain('u42');
   });
 
+  it('stays right when its bounded cache of recent keys fills up and empties', async () => {
+    const first = await partitionKeys(rules, 'client-0');
+    for (let i = 1; i <= 10_001; i++) await partitionKeys(rules, `client-${i}`);
+    expect(await partitionKeys(rules, 'client-0')).toEqual(first);
+    expect(first).toEqual({ key: expected('client-0') });
+    expect(await partitionKeys(rules, 'client-10001')).toEqual({ key: expected('client-10001') });
+  });
+
   it('rejects with ERR_FG_KEY for a call without the key a rule needs, like the limiter', async () => {
     const scoped = compileRules([{ scope: 'user', limit: 1, windowMs: 1000 }]);
     await expect(partitionKeys(scoped, { ip: '1.2.3.4' })).rejects.toMatchObject({ code: 'ERR_FG_KEY' });

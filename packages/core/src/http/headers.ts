@@ -336,7 +336,20 @@ export async function partitionKeys(rules: readonly CompiledRule[], keys: Keys):
   return byScope;
 }
 
+/**
+ * Partition keys computed lately, by store key. Web Crypto costs some 25 µs a
+ * call, and a client sends many requests under one key. Bounded: emptied when
+ * full (a Map's first entry is slow to find after many deletions, so no LRU).
+ */
+const recentPartitionKeys = new Map<string, string>();
+const PARTITION_KEY_CACHE_SIZE = 10_000;
+
 async function partitionKey(storeKey: string): Promise<string> {
+  const known = recentPartitionKeys.get(storeKey);
+  if (known !== undefined) return known;
   const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(storeKey)));
-  return btoa(String.fromCharCode(...digest.subarray(0, 12)));
+  const key = btoa(String.fromCharCode(...digest.subarray(0, 12)));
+  if (recentPartitionKeys.size >= PARTITION_KEY_CACHE_SIZE) recentPartitionKeys.clear();
+  recentPartitionKeys.set(storeKey, key);
+  return key;
 }
