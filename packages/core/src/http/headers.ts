@@ -21,7 +21,7 @@ import type { RuleDecision } from '../stores/types.js';
  * - `'draft-6'`: `RateLimit-Policy: 100;w=60`, `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (seconds);
  * - `'draft-7'`: `RateLimit-Policy: 100;w=60` and `RateLimit: limit=100, remaining=99, reset=50`;
  * - `'draft-8'`: `RateLimit-Policy: "<rule>";q=100;w=60` and `RateLimit: "<rule>";r=99;t=50` for each limiter's binding rule;
- * - `'draft-10'` (the current draft): every rule of every limiter, with `t` = seconds until more quota,
+ * - `'draft-10'` (September 2025): every rule of every limiter, with `t` = seconds until more quota,
  *   `pk` (a hash of the key) and `qu` (quota unit);
  * - `'both'` (legacy + draft-8), or `false` for none.
  *
