@@ -17,10 +17,18 @@ const packages = {
   '@floodgate/nestjs': ['FloodgateModule', 'RateLimit', 'SkipRateLimit', 'RateLimitedException', 'createLimiter', 'FloodgateError'],
   '@floodgate/fetch': ['withRateLimit', 'getRateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/prometheus': ['instrument'],
+  '@floodgate/cloudflare': ['DurableObjectStore', 'FloodgateDurableObject'],
 };
 // Packages that must run on every runtime Hono supports: no Node built-in in what they load
 // (packages/runtimes runs them on Bun, Deno and workerd).
-const runtimeNeutral = ['@floodgate/core', '@floodgate/core/adapter', '@floodgate/core/internal', '@floodgate/hono', '@floodgate/fetch'];
+const runtimeNeutral = [
+  '@floodgate/core',
+  '@floodgate/core/adapter',
+  '@floodgate/core/internal',
+  '@floodgate/hono',
+  '@floodgate/fetch',
+  '@floodgate/cloudflare',
+];
 
 for (const [name, exports] of Object.entries(packages)) {
   // Resolve from inside the package: it sees itself (self-reference) and its dependencies.

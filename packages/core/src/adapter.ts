@@ -30,4 +30,4 @@ export {
   settleWhenDone,
 } from './http/middleware.js';
 export { isUnmeasured } from './limiter.js';
-export { limiterOptionNames, ruleShorthandNames } from './options.js';
+export { derivedPrefix, limiterOptionNames, ruleShorthandNames } from './options.js';

@@ -35,8 +35,4 @@ export class Breaker {
     this.probing = false;
     if (this.failures >= this.threshold) this.openUntil = performance.now() + this.cooldownMs;
   }
-
-  get open(): boolean {
-    return this.failures >= this.threshold;
-  }
 }

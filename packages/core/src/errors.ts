@@ -35,6 +35,8 @@ export const ErrorCodes = {
   STORE_UNAVAILABLE: 'ERR_FG_STORE_UNAVAILABLE',
   /** The store answered with something Floodgate cannot read. */
   STORE_REPLY: 'ERR_FG_STORE_REPLY',
+  /** Another open limiter on the same store counts a rule of the same name and scope under the same prefix: they would share counters. */
+  STORE_REUSE: 'ERR_FG_STORE_REUSE',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];

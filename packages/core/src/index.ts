@@ -21,5 +21,5 @@ export {
 export { type AlgorithmName, algorithms, type CompiledRule, type RuleOptions } from './rules.js';
 export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store.js';
 export type { Reply } from './stores/redis/connection.js';
-export { type IoRedisLike, type NodeRedisLike, type RedisClient, RedisStore, type RedisStoreOptions } from './stores/redis-store.js';
+export { type IoRedisLike, type NodeRedisLike, type RedisClient, RedisStore, type RedisStoreOptions, type UpstashLike } from './stores/redis-store.js';
 export type { Awaitable, RuleDecision, RuleSet, Store, StoreKeys } from './stores/types.js';

@@ -15,6 +15,7 @@ export {
   leaseCost,
   type RuleState,
   refundStep,
+  releaseStep,
   type StateVector,
   slidingLog,
   slidingWindow,

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Decision } from './decision.js';
 import { FloodgateError } from './errors.js';
 import { createLimiter } from './limiter.js';
-import { type LimiterOptions, parseLimiterOptions } from './options.js';
+import { derivedPrefix, type LimiterOptions, parseLimiterOptions } from './options.js';
 import { compileRule, type RuleOptions } from './rules.js';
 import { MemoryStore } from './stores/memory-store.js';
 import type { RuleSet, Store } from './stores/types.js';
@@ -319,6 +319,16 @@ describe('when the store fails', () => {
     expect((await limiter.consume('k')).storeError?.message).toBe('connection refused');
   });
 
+  it("lets the insurance limiter decide a call under the call's own rules (its plan)", async () => {
+    const insurance = createLimiter({ algorithm: 'fixed-window', limit: 100, windowMs: 60_000, now: manualClock().now });
+    const limiter = createLimiter({ limit: 100, windowMs: 1000, store: brokenStore('reject'), onStoreError: insurance });
+    limiter.on('error', () => {});
+    const plan = [{ name: 'default', algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }] as const;
+    expect((await limiter.consume('k', { rules: plan })).allowed).toBe(true);
+    const denied = await limiter.consume('k', { rules: plan });
+    expect([denied.allowed, denied.limit, denied.storeError?.message]).toEqual([false, 1, 'connection refused']);
+  });
+
   it("gives an insurance limiter's leases back to it, not to the failing store", async () => {
     // During an outage, a concurrency limit of 2 kept by the insurance: released leases make room again.
     const insurance = createLimiter({ algorithm: 'concurrency', limit: 2, windowMs: 60_000, now: manualClock().now });
@@ -416,6 +426,48 @@ describe('when the store fails', () => {
   it('passes key and cost errors through instead of treating them as store errors', async () => {
     const limiter = createLimiter({ limit: 1, windowMs: 1000, store: brokenStore('reject'), onStoreError: 'deny' });
     await expect(limiter.consume('')).rejects.toBeInstanceOf(FloodgateError);
+  });
+});
+
+describe('limiters sharing a store', () => {
+  const reuse = expect.objectContaining({ code: 'ERR_FG_STORE_REUSE' });
+
+  it('refuses a second limiter that would count a rule of the same name and scope under the same prefix', async () => {
+    const store = new MemoryStore();
+    const first = createLimiter({ limit: 5, windowMs: 1000, store });
+    expect(() => createLimiter({ limit: 50, windowMs: 60_000, store })).toThrow(reuse);
+    // Only one of the two chose the prefix: the other may not know that it shares.
+    expect(() => createLimiter({ limit: 5, windowMs: 1000, store, prefix: 'fg:' })).toThrow(reuse);
+    // Other names, other scopes, other prefixes never meet in the store.
+    createLimiter({ name: 'login', limit: 5, windowMs: 1000, store });
+    createLimiter({ scope: 'ip', limit: 5, windowMs: 1000, store });
+    createLimiter({ limit: 5, windowMs: 1000, store, prefix: 'api:' });
+    // Both chose the same prefix: they share on purpose (one consumes, one reports, say).
+    createLimiter({ limit: 5, windowMs: 1000, store, prefix: 'shared:' });
+    createLimiter({ limit: 5, windowMs: 1000, store, prefix: 'shared:' });
+    // A closed limiter frees its names; another store is another namespace altogether.
+    await first.close();
+    createLimiter({ limit: 5, windowMs: 1000, store });
+    createLimiter({ limit: 5, windowMs: 1000, store: new MemoryStore() });
+  });
+
+  it('refuses an updateRules() that would start sharing, and leaves the rules as they were', () => {
+    const store = new MemoryStore();
+    createLimiter({ name: 'per-minute', limit: 5, windowMs: 60_000, store });
+    const other = createLimiter({ name: 'per-hour', limit: 50, windowMs: 3_600_000, store });
+    expect(() => other.updateRules({ name: 'per-minute', limit: 10, windowMs: 60_000 })).toThrow(reuse);
+    expect(other.rules.map((rule) => rule.name)).toEqual(['per-hour']);
+    other.updateRules({ name: 'per-day', limit: 100, windowMs: 86_400_000 });
+  });
+
+  it('derives namespaces that fit a prefix for adapters that build limiters from others (routes, handlers)', () => {
+    expect(derivedPrefix(undefined, 'POST /login')).toBe('fg:POST /login:');
+    expect(derivedPrefix('api:', 'CatsController')).toBe('api:CatsController:');
+    const long = derivedPrefix(undefined, `GET /${'a'.repeat(100)}`);
+    expect(long).toHaveLength(64);
+    expect(long).toMatch(/^fg:GET \/a+~[0-9a-f]{8}:$/);
+    expect(derivedPrefix(undefined, `GET /${'a'.repeat(100)}b`)).not.toBe(long);
+    expect(() => createLimiter({ limit: 1, windowMs: 1000, prefix: long })).not.toThrow();
   });
 });
 

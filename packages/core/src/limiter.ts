@@ -156,10 +156,44 @@ interface Active {
   readonly leasing: boolean;
   /** Tells the rule sets apart in the local deny cache. */
   readonly id: number;
+  /** The rules a call gave (undefined: the limiter's own), passed on to an insurance limiter. */
+  readonly given: readonly RuleOptions[] | undefined;
 }
 
 /** The local deny cache's key of a call: its rule set and its store keys. */
 const denialKey = (active: Active, ids: StoreKeys): string => `${active.id}}${joinedKeys(ids)}`;
+
+/** What a limiter counts under, on a store it was given: its prefix and its own rules. */
+interface Tenancy {
+  readonly limiter: { deref(): RateLimiter | undefined };
+  readonly prefix: string;
+  readonly prefixGiven: boolean;
+}
+
+/** The open limiters of each store given to createLimiter, held weakly: a dropped limiter frees its names once collected. */
+const tenants = new WeakMap<Store, Set<Tenancy>>();
+
+/**
+ * Throws ERR_FG_STORE_REUSE when another open limiter on `store` counts a rule
+ * of the same name and scope under the same prefix: both would read and write
+ * the same counters, which the memory store (one per limiter) never does. Two
+ * limiters given the same prefix explicitly share on purpose.
+ */
+function checkTenancy(store: Store, self: RateLimiter, prefix: string, prefixGiven: boolean, rules: readonly CompiledRule[]): void {
+  const others = tenants.get(store);
+  if (others === undefined) return;
+  for (const tenancy of others) {
+    const other = tenancy.limiter.deref();
+    if (other === undefined) others.delete(tenancy);
+    if (other === undefined || other === self || tenancy.prefix !== prefix || (tenancy.prefixGiven && prefixGiven)) continue;
+    const shared = rules.find((rule) => other.rules.some((their) => their.name === rule.name && their.scope === rule.scope));
+    if (shared === undefined) continue;
+    throw new FloodgateError(
+      ErrorCodes.STORE_REUSE,
+      `Another limiter on this store already counts rule '${shared.name}'${shared.scope === 'key' ? '' : ` (scope '${shared.scope}')`} under prefix '${prefix}': the two would share counters. Give one of them a prefix of its own (prefix: 'login:'), or share one limiter between routes (rateLimit({ limiter })). A limiter you are done with frees its names with close().`,
+    );
+  }
+}
 
 /** Lease ids the insurance limiter gave: released there, not against the (failing) store. */
 const INSURED = '~';
@@ -182,21 +216,24 @@ class RateLimiter implements Limiter {
   /** ... and by content, for arrays built anew for each call: bounded, oldest first out. */
   private readonly byContent = new Map<string, Active>();
   private activations = 0;
+  private readonly tenancy: Tenancy | undefined;
 
   constructor(config: LimiterConfiguration) {
     this.config = config;
     this.store = config.store;
     this.active = this.activate(config.rules);
+    this.tenancy = this.occupy();
     this.denials = config.localDenyCacheKeys > 0 ? new DenyCache(config.localDenyCacheKeys) : undefined;
   }
 
-  private activate(rules: readonly CompiledRule[]): Active {
+  private activate(rules: readonly CompiledRule[], given?: readonly RuleOptions[]): Active {
     const now = () => this.now();
     return {
       ruleSet: { prefix: this.config.prefix, rules, now },
       keying: keyingOf(rules),
       leasing: rules.some((rule) => rule.algorithm === 'concurrency'),
       id: this.activations++,
+      given,
     };
   }
 
@@ -214,7 +251,7 @@ class RateLimiter implements Limiter {
     const content = JSON.stringify(rules);
     active = this.byContent.get(content);
     if (active === undefined) {
-      active = this.activate(parseRules({ rules }, 'The rules of a call'));
+      active = this.activate(parseRules({ rules }, 'The rules of a call'), rules);
       if (this.byContent.size >= PER_CALL_RULE_SETS) this.byContent.delete(this.byContent.keys().next().value as string);
       this.byContent.set(content, active);
     }
@@ -271,11 +308,26 @@ class RateLimiter implements Limiter {
         'updateRules() takes rules; other options are fixed when the limiter is created',
       );
     const compiled = Array.isArray(rules) ? parseRules({ rules }, 'updateRules()') : parseRules(rules as RuleOptions, 'updateRules()');
+    if (this.tenancy !== undefined) checkTenancy(this.store, this, this.config.prefix, this.config.prefixGiven, compiled);
     this.active = this.activate(compiled);
     this.denials?.clear();
   }
 
+  /** Registers the limiter with the store it was given, after checking that no other one counts the same names. */
+  private occupy(): Tenancy | undefined {
+    const { store, prefix, prefixGiven, ownsStore, rules } = this.config;
+    // Without WeakRef (workerd) a registry would hold every limiter forever: no check there.
+    if (ownsStore || typeof WeakRef !== 'function') return undefined;
+    checkTenancy(store, this, prefix, prefixGiven, rules);
+    const tenancy: Tenancy = { limiter: new WeakRef(this), prefix, prefixGiven };
+    const others = tenants.get(store) ?? new Set<Tenancy>();
+    tenants.set(store, others);
+    others.add(tenancy);
+    return tenancy;
+  }
+
   async close(): Promise<void> {
+    if (this.tenancy !== undefined) tenants.get(this.store)?.delete(this.tenancy);
     if (this.config.ownsStore) await this.store.close?.();
   }
 
@@ -300,19 +352,19 @@ class RateLimiter implements Limiter {
     const now = this.now();
     const remembered = this.denials?.lookup(denialKey(active, ids), cost, now);
     if (remembered !== undefined) return this.report(keys, remembered, started);
-    if (!this.breaker.allows()) return this.storeFailed(keys, unavailable(), ruleSet, cost, 'consume', started);
+    if (!this.breaker.allows()) return this.storeFailed(keys, unavailable(), active, cost, 'consume', started);
     const leaseId = active.leasing ? `${cost}.${crypto.randomUUID()}` : undefined;
     let result: RuleDecision[] | Promise<RuleDecision[]>;
     try {
       result = this.store.consume(ids, ruleSet, cost, now, leaseId);
     } catch (error) {
-      return this.consumeFailed(keys, ids, error, ruleSet, cost, started);
+      return this.consumeFailed(keys, ids, error, active, cost, started);
     }
     // Anything but a promise is the store's answer; decided() treats one that is not a list of decisions as a failure.
     if (Array.isArray(result) || !isPromise(result)) return this.decided(keys, ids, cost, now, leaseId, active, result, started);
     return withTimeout(result, this.config.timeoutMs).then(
       (rules) => this.decided(keys, ids, cost, now, leaseId, active, rules, started),
-      (error: unknown) => this.consumeFailed(keys, ids, error, ruleSet, cost, started),
+      (error: unknown) => this.consumeFailed(keys, ids, error, active, cost, started),
     );
   }
 
@@ -331,7 +383,7 @@ class RateLimiter implements Limiter {
     try {
       decision = combine(rules);
     } catch (error) {
-      return this.consumeFailed(keys, ids, error, active.ruleSet, cost, started); // a store that answered nonsense
+      return this.consumeFailed(keys, ids, error, active, cost, started); // a store that answered nonsense
     }
     this.breaker.succeeded();
     if (leaseId !== undefined && decision.allowed) decision.leaseId = leaseId;
@@ -343,9 +395,9 @@ class RateLimiter implements Limiter {
     return this.report(keys, decision, started);
   }
 
-  private consumeFailed(keys: Keys, ids: StoreKeys, error: unknown, ruleSet: RuleSet, cost: number, started: number): Promise<Decision> {
-    this.failed(ids, ruleSet, error);
-    return this.storeFailed(keys, asError(error), ruleSet, cost, 'consume', started);
+  private consumeFailed(keys: Keys, ids: StoreKeys, error: unknown, active: Active, cost: number, started: number): Promise<Decision> {
+    this.failed(ids, active.ruleSet, error);
+    return this.storeFailed(keys, asError(error), active, cost, 'consume', started);
   }
 
   /** Counts a failure for the breaker, unless only these keys' state is to blame: that state is reset instead. */
@@ -377,7 +429,7 @@ class RateLimiter implements Limiter {
     const ids = await storeKeys(active.keying, keys);
     const ruleSet = active.ruleSet;
     const started = this.timed ? performance.now() : -1;
-    if (!this.breaker.allows()) return this.storeFailed(keys, unavailable(), ruleSet, 1, 'peek', started);
+    if (!this.breaker.allows()) return this.storeFailed(keys, unavailable(), active, 1, 'peek', started);
     try {
       const result = this.store.peek(ids, ruleSet, this.now());
       // As in decide(): anything but a promise is the store's answer, and combine() rejects one that is not decisions.
@@ -386,7 +438,7 @@ class RateLimiter implements Limiter {
       return decision;
     } catch (error) {
       this.failed(ids, ruleSet, error);
-      return this.storeFailed(keys, asError(error), ruleSet, 1, 'peek', started);
+      return this.storeFailed(keys, asError(error), active, 1, 'peek', started);
     }
   }
 
@@ -436,7 +488,8 @@ class RateLimiter implements Limiter {
   }
 
   /** Applies onStoreError. */
-  private async storeFailed(keys: Keys, error: Error, ruleSet: RuleSet, cost: number, operation: 'consume' | 'peek', started: number): Promise<Decision> {
+  private async storeFailed(keys: Keys, error: Error, active: Active, cost: number, operation: 'consume' | 'peek', started: number): Promise<Decision> {
+    const { ruleSet, given } = active;
     if (error instanceof FloodgateError && (error.code === ErrorCodes.KEY || error.code === ErrorCodes.COST)) throw error;
     const policy: StoreErrorPolicy = this.config.onStoreError;
     let decision: Decision;
@@ -445,7 +498,7 @@ class RateLimiter implements Limiter {
     } else if (operation === 'peek') {
       decision = unmeasured(ruleSet.rules, true);
     } else {
-      decision = { ...(await policy.consume(keys, { cost })) };
+      decision = { ...(await policy.consume(keys, given === undefined ? { cost } : { cost, rules: given })) };
       if (decision.leaseId !== undefined) decision.leaseId = INSURED + decision.leaseId;
     }
     decision.storeError = error;

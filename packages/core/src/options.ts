@@ -7,7 +7,7 @@ import type { Store } from './stores/types.js';
 
 /** Something that decides like a limiter: what `onStoreError` accepts as insurance (a limiter on a MemoryStore, usually). */
 export interface InsuranceLimiter {
-  consume(keys: Keys, options?: { cost?: number }): Promise<Decision>;
+  consume(keys: Keys, options?: { cost?: number; rules?: readonly RuleOptions[] }): Promise<Decision>;
   /** Gives back a lease the insurance took under a concurrency rule. */
   release?(keys: Keys, leaseId: string): Promise<void>;
 }
@@ -50,6 +50,8 @@ export interface LimiterConfiguration {
   localDenyCacheKeys: number;
   /** Whether the limiter created its store (the default MemoryStore), and closes it with itself. */
   ownsStore: boolean;
+  /** Whether `prefix` was given (not the default): two limiters given the same prefix share counters on purpose. */
+  prefixGiven: boolean;
 }
 
 const shorthandKeys = ['name', 'algorithm', 'limit', 'windowMs', 'burst', 'segments', 'mode', 'scope'] as const;
@@ -89,6 +91,30 @@ export const adapterOptionNames: ReadonlySet<string> = new Set([
 
 /** The longest delay setTimeout keeps (2^31 - 1 ms): a longer one fires after 1 ms. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** The longest `prefix` a limiter takes. */
+export const MAX_PREFIX_LENGTH = 64;
+
+/**
+ * A key namespace of its own for a limiter an adapter derives from another's
+ * options (a Fastify route's, a NestJS handler's own limits): `base` + `name`
+ * + ':', so that it never shares counters with the limiter it inherits from.
+ * A name too long for a prefix is shortened and made unique with a hash.
+ *
+ * @example
+ * ```ts
+ * derivedPrefix(undefined, 'POST /login'); // 'fg:POST /login:'
+ * ```
+ */
+export function derivedPrefix(base: string | undefined, name: string): string {
+  const prefix = `${base ?? 'fg:'}${name}:`;
+  if (prefix.length <= MAX_PREFIX_LENGTH) return prefix;
+  // FNV-1a, 32 bits: enough to tell apart the routes of one app.
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < name.length; i++) hash = Math.imul(hash ^ name.charCodeAt(i), 0x01000193);
+  const tag = `~${(hash >>> 0).toString(16).padStart(8, '0')}:`;
+  return `${base ?? 'fg:'}${name}`.slice(0, MAX_PREFIX_LENGTH - tag.length) + tag;
+}
 
 /** Names users bring from other rate limiters, and what Floodgate calls them. */
 const knownAliases: Record<string, string> = {
@@ -162,7 +188,7 @@ export function parseLimiterOptions(options: LimiterOptions): LimiterConfigurati
   }
 
   const prefix = orDefault(options.prefix, 'fg:');
-  if (typeof prefix !== 'string' || prefix.length > 64) {
+  if (typeof prefix !== 'string' || prefix.length > MAX_PREFIX_LENGTH) {
     throw new FloodgateError(ErrorCodes.OPTION, `prefix must be a string of at most 64 characters, got ${describe(options.prefix)}.`);
   }
 
@@ -202,5 +228,15 @@ export function parseLimiterOptions(options: LimiterOptions): LimiterConfigurati
     );
   }
 
-  return { rules, store, prefix, timeoutMs, onStoreError, now, localDenyCacheKeys: cacheKeys, ownsStore: options.store === undefined };
+  return {
+    rules,
+    store,
+    prefix,
+    timeoutMs,
+    onStoreError,
+    now,
+    localDenyCacheKeys: cacheKeys,
+    ownsStore: options.store === undefined,
+    prefixGiven: options.prefix !== undefined,
+  };
 }

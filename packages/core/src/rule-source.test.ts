@@ -87,4 +87,20 @@ describe('RedisRuleSource', () => {
     expect(() => new RedisRuleSource({ client: {} as never })).toThrow(expect.objectContaining({ code: 'ERR_FG_OPTION' }));
     expect(() => new RedisRuleSource({ client: redis.client as never, pollMs: -1 })).toThrow(expect.objectContaining({ code: 'ERR_FG_OPTION' }));
   });
+
+  it('opens one subscription however many limiters attach at once, and closes it', async () => {
+    const key = `rules:${keys++}`;
+    const client = new Redis({ port: redis.server.port, host: '127.0.0.1' });
+    opened.push({ close: () => client.disconnect() });
+    const subscribers = async () => (await redis.client.pubsub('NUMSUB', `${key}:changed`))[1];
+    const source = new RedisRuleSource({ client, key });
+    opened.push(source);
+    const limiters = [0, 1, 2].map((i) => createLimiter({ limit: 2, windowMs: 60_000, prefix: `attach${i}:` }));
+    await Promise.all(limiters.map((limiter) => source.attach(limiter)));
+    expect(await subscribers()).toBe(1);
+    await source.publish({ limit: 7, windowMs: 60_000 });
+    await eventually(() => limiters.every((limiter) => limiter.rules[0]?.limit === 7));
+    source.close();
+    await eventually(async () => (await subscribers()) === 0);
+  });
 });

@@ -53,6 +53,7 @@ export class RedisRuleSource {
   private readonly onError: (error: FloodgateError) => void;
   private readonly limiters = new Set<Limiter>();
   private subscriber: RuleSourceSubscriber | undefined;
+  private subscribing: Promise<void> | undefined;
   private timer: ReturnType<typeof setInterval> | undefined;
   /** The JSON last applied (or rejected), so an unchanged value is not applied twice. */
   private seen: string | null = null;
@@ -86,22 +87,35 @@ export class RedisRuleSource {
   /** Applies the stored rules to `limiter` now (when there are any), then keeps it up to date. */
   async attach(limiter: Limiter): Promise<void> {
     this.limiters.add(limiter);
-    if (this.subscriber === undefined) {
-      const subscriber = this.client.duplicate();
-      subscriber.on('message', (channel, message) => {
-        if (channel === this.channel) this.apply(message);
-      });
-      await subscriber.subscribe(this.channel);
-      this.subscriber = subscriber;
-      if (this.pollMs > 0) {
-        this.timer = setInterval(() => {
-          this.refresh().catch(() => {});
-        }, this.pollMs);
-        (this.timer as { unref?: () => void }).unref?.();
-      }
-    }
+    // Limiters attached at once share the one subscription the first of them opens.
+    this.subscribing ??= this.subscribe().catch((error: unknown) => {
+      this.subscribing = undefined;
+      throw error;
+    });
+    await this.subscribing;
     const stored = await this.client.get(this.key);
     if (stored !== null) this.applyTo(limiter, stored);
+  }
+
+  private async subscribe(): Promise<void> {
+    const subscriber = this.client.duplicate();
+    this.subscriber = subscriber;
+    subscriber.on('message', (channel, message) => {
+      if (channel === this.channel) this.apply(message);
+    });
+    try {
+      await subscriber.subscribe(this.channel);
+    } catch (error) {
+      subscriber.disconnect();
+      if (this.subscriber === subscriber) this.subscriber = undefined;
+      throw error;
+    }
+    if (this.pollMs > 0 && this.subscriber === subscriber) {
+      this.timer = setInterval(() => {
+        this.refresh().catch(() => {});
+      }, this.pollMs);
+      (this.timer as { unref?: () => void }).unref?.();
+    }
   }
 
   /** Validates `rules` (throwing ERR_FG_* if they are invalid), stores them and announces them to every instance. */
@@ -124,6 +138,7 @@ export class RedisRuleSource {
     if (this.timer !== undefined) clearInterval(this.timer);
     this.subscriber?.disconnect();
     this.subscriber = undefined;
+    this.subscribing = undefined;
     this.timer = undefined;
     this.limiters.clear();
   }

@@ -68,7 +68,9 @@ describe.each(frameworks)('%s specifics', (_, express) => {
       res.status(500).send('handled');
     });
     await request(app).get('/key').expect(500, 'handled');
-    expect(errors).toEqual(['FloodgateError ERR_FG_KEY: The key function returned ""; it must return a non-empty string. [ERR_FG_KEY]']);
+    expect(errors).toEqual([
+      'FloodgateError ERR_FG_KEY: The key function returned ""; it must return a non-empty string (or an object of keys by scope). [ERR_FG_KEY]',
+    ]);
     // Without an error handler, Express's own answers 500 and (outside production) shows the message.
     const plain = express();
     plain.get('/', rateLimit({ limit: 10, windowMs: 60_000, cost: () => 0 }), (_req, res) => {
@@ -77,6 +79,51 @@ describe.each(frameworks)('%s specifics', (_, express) => {
     const res = await request(plain).get('/');
     expect(res.status).toBe(500);
     expect(res.text).toContain('cost must be a positive integer, got 0');
+  });
+
+  it('wraps what a key function throws in ERR_FG_KEY, keeping it as cause and keeping its HTTP status', async () => {
+    const errors: unknown[] = [];
+    const app = express();
+    const unauthorized = Object.assign(new Error('no session'), { status: 401 });
+    app.get(
+      '/throws',
+      rateLimit({
+        limit: 10,
+        windowMs: 60_000,
+        key: () => {
+          throw unauthorized;
+        },
+      }),
+      (_req, res) => {
+        res.send('ok');
+      },
+    );
+    app.get('/rejects', rateLimit({ limit: 10, windowMs: 60_000, key: { user: () => Promise.reject(new Error('session store down')) } }), (_req, res) => {
+      res.send('ok');
+    });
+    app.use((error: Error & { status?: number }, _req: Request, res: Response, _next: NextFunction) => {
+      errors.push(error);
+      res.status(error.status ?? 500).send(error.message);
+    });
+    const thrown = await request(app).get('/throws');
+    expect([thrown.status, thrown.text]).toEqual([401, 'The key function threw: no session [ERR_FG_KEY]']);
+    expect(errors[0]).toMatchObject({ name: 'FloodgateError', code: 'ERR_FG_KEY', cause: unauthorized });
+    const rejected = await request(app).get('/rejects');
+    expect([rejected.status, rejected.text]).toEqual([500, 'The key.user function threw: session store down [ERR_FG_KEY]']);
+  });
+
+  it('sends the default message when a message function returns undefined', async () => {
+    const app = express();
+    app.get('/', rateLimit({ limit: 1, windowMs: 60_000, message: () => undefined }), (_req, res) => {
+      res.send('ok');
+    });
+    await request(app).get('/').expect(200);
+    const denied = await request(app).get('/');
+    expect([denied.status, denied.headers['content-type'], denied.text]).toEqual([
+      429,
+      'text/plain; charset=utf-8',
+      'Too many requests, please try again later.',
+    ]);
   });
 
   it('types req.rateLimit as a Decision', async () => {

@@ -54,4 +54,25 @@ describe('rateLimit with a RedisStore', () => {
     ).toBe(200);
     expect(await redis.exists('fg:{x-user-id:ada}:per-minute', 'fg:{x-user-id:ada}:per-hour')).toBe(2);
   });
+
+  it('refuses a second limiter that would share counters on one store (ERR_FG_STORE_REUSE), and keeps limiters with their own prefix apart', async () => {
+    const store = new RedisStore({ client: redisServer.client });
+    const site = rateLimit({ limit: 100, windowMs: 60_000, store });
+    // The same rule name ('default') under the same default prefix: both would count in fg:{ip}:default.
+    expect(() => rateLimit({ limit: 5, windowMs: 60_000, store })).toThrow(
+      expect.objectContaining({ code: 'ERR_FG_STORE_REUSE', message: expect.stringContaining("under prefix 'fg:'") }),
+    );
+    const app = express();
+    app.get('/other', site, (_req, res) => {
+      res.send('other');
+    });
+    app.get('/strict', rateLimit({ limit: 5, windowMs: 60_000, store, prefix: 'strict:' }), (_req, res) => {
+      res.send('strict');
+    });
+    for (let i = 0; i < 10; i++) await request(app).get('/other').expect(200);
+    const strict = await request(app).get('/strict').expect(200);
+    expect(strict.headers['x-ratelimit-remaining']).toBe('4');
+    // Rules of other names never collide: a login limit next to the site-wide one needs no prefix.
+    expect(() => rateLimit({ name: 'login', limit: 5, windowMs: 60_000, store })).not.toThrow();
+  });
 });

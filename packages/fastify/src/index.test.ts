@@ -239,7 +239,9 @@ describe.each(frameworks)('%s specifics', (_, Fastify) => {
     await serve(app, async (get) => {
       const res = await get('/');
       expect([res.status, await res.text()]).toEqual([500, 'handled']);
-      expect(errors).toEqual(['FloodgateError ERR_FG_KEY: The key function returned ""; it must return a non-empty string. [ERR_FG_KEY]']);
+      expect(errors).toEqual([
+        'FloodgateError ERR_FG_KEY: The key function returned ""; it must return a non-empty string (or an object of keys by scope). [ERR_FG_KEY]',
+      ]);
     });
     await serve(plain, async (get) => {
       const res = await get('/');

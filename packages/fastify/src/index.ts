@@ -2,6 +2,7 @@ import { type Decision, ErrorCodes, FloodgateError, type Limiter } from '@floodg
 import {
   createKeyBy,
   createRateLimitFlow,
+  derivedPrefix,
   joinHeader,
   type KeyBy,
   limiterOptionNames,
@@ -147,7 +148,7 @@ function mergeOptions(plugin: Options, own: Options, shared: Limiter | undefined
     const replaced =
       own.rules !== undefined ? ruleShorthandNames : Object.keys(own).some((name) => ruleShorthandNames.has(name)) ? new Set(['rules']) : new Set();
     for (const [name, value] of Object.entries(plugin)) if (limiterOptionNames.has(name) && !replaced.has(name)) merged[name] = value;
-    merged.prefix = `${plugin.prefix ?? 'fg:'}${route}:`; // 'fg:' is createLimiter's default prefix
+    merged.prefix = derivedPrefix(plugin.prefix as string | undefined, route);
   }
   return { ...merged, ...own };
 }

@@ -157,8 +157,9 @@ export class RateLimitGuard implements CanActivate, OnModuleInit {
         const own = this.reflector.get<NestRateLimitOptions | false | undefined>(RATE_LIMIT_METADATA, handler as never);
         const above = this.reflector.get<NestRateLimitOptions | false | undefined>(RATE_LIMIT_METADATA, controller as never);
         if (own === false || (own === undefined && above === false)) return undefined;
-        const parent = above ? cached(this.controllerLevels, controller, () => inherit(this.root, above)) : this.root;
-        return own ? inherit(parent, own) : parent;
+        const controllerName = (controller as { name?: string }).name || 'controller';
+        const parent = above ? cached(this.controllerLevels, controller, () => inherit(this.root, above, controllerName)) : this.root;
+        return own ? inherit(parent, own, `${controllerName}.${(handler as { name?: string }).name || 'handler'}`) : parent;
       },
     );
   }

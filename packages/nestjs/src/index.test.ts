@@ -352,11 +352,14 @@ describe.each<Platform>(['express', 'fastify'])('NestJS on %s', (platform) => {
           useFactory: async (redis: Redis) => ({ limit: 2, windowMs: 60_000, prefix, store: new RedisStore({ client: redis }), timeoutMs: 30_000 }),
         }),
       ],
-      controllers: [PlainController],
+      controllers: [PlainController, CatsController],
     });
     try {
       expect((await Promise.all([0, 1, 2].map(() => get(running, '/plain')))).map((a) => a.status).sort()).toEqual([200, 200, 429]);
       expect(await redisServer.client.keys(`*${prefix}*`)).toHaveLength(1);
+      // CatsController's own limit counts on the same store in a namespace of its own: the module's 3 requests are not in it.
+      expect(await get(running, '/cats')).toMatchObject({ status: 200, limit: '3', remaining: '2' });
+      expect((await redisServer.client.keys(`${prefix}CatsController:*`)).length).toBe(1);
     } finally {
       await running.close();
     }

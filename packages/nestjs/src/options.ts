@@ -2,11 +2,14 @@ import type { Decision, Limiter } from '@floodgate/core';
 import {
   createKeyBy,
   createRateLimitFlow,
+  derivedPrefix,
   joinHeader,
   type KeyBy,
+  limiterOptionNames,
   type RateLimitFlow,
   type RateLimitOptions,
   type RequestReader,
+  ruleShorthandNames,
 } from '@floodgate/core/adapter';
 import type { ExecutionContext } from '@nestjs/common';
 
@@ -56,8 +59,8 @@ const reader: RequestReader<NestArgs> = {
 export const keyBy: KeyBy<NestArgs> = createKeyBy(reader);
 
 // The options of createLimiter, and its one-rule shorthand (what `rules` replaces).
-const shorthandOptions = ['name', 'algorithm', 'limit', 'windowMs', 'burst', 'segments', 'mode'];
-const limiterOptions = new Set([...shorthandOptions, 'rules', 'store', 'prefix', 'timeoutMs', 'onStoreError', 'now', 'localDenyCache']);
+const shorthandOptions = [...ruleShorthandNames];
+const limiterOptions = limiterOptionNames;
 
 /** Something that looks like a limiter: lets options that name none be checked by the flow. */
 const noLimiter = { consume: () => {} } as unknown as Limiter;
@@ -94,7 +97,7 @@ function createFlow(options: NestRateLimitOptions): Flow {
  * limiter options above (`rules` replaces the shorthand `limit`/`windowMs`/...,
  * and the other way round).
  */
-export function inherit(parent: Level | undefined, own: NestRateLimitOptions): Level {
+export function inherit(parent: Level | undefined, own: NestRateLimitOptions, namespace?: string): Level {
   if (typeof own !== 'object' || own === null || Array.isArray(own)) createFlow(own); // throws, saying what it takes
   const options: Record<string, unknown> = { ...parent?.options };
   const ownLimiter: Record<string, unknown> = {};
@@ -109,6 +112,9 @@ export function inherit(parent: Level | undefined, own: NestRateLimitOptions): L
     const above: Record<string, unknown> = { ...parent?.limiterOptions };
     if ('rules' in ownLimiter) for (const name of shorthandOptions) delete above[name];
     if (shorthandOptions.some((name) => name in ownLimiter)) delete above.rules;
+    // A limiter of its own counts in a namespace of its own: on a shared store it must not count the module's requests.
+    if (namespace !== undefined && own.limiter === undefined && ownLimiter.prefix === undefined)
+      above.prefix = derivedPrefix(above.prefix as string | undefined, namespace);
     limiterOptionsUsed = { ...above, ...ownLimiter };
     limiter = own.limiter === undefined ? limiterOptionsUsed : { ...limiterOptionsUsed, limiter: own.limiter }; // both: the flow says which to drop
   } else if (own.limiter !== undefined) {

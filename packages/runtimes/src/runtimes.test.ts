@@ -4,16 +4,12 @@
  * with the app in ../apps, hit over HTTP, and stopped. The binaries come from npm
  * (bun, deno, workerd); nothing is fetched from elsewhere.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
+import { launch, startWorkerd as startWorkerdApp, waitFor } from '@floodgate/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import workerd from 'workerd';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const apps = join(root, 'apps');
@@ -29,50 +25,9 @@ interface Server {
   stop(): Promise<void>;
 }
 
-/** Resolves with the first match of `pattern` in what `stream` says, or rejects when the process exits or STARTUP_MS pass. */
-function waitFor(child: ChildProcess, stream: Readable, pattern: RegExp, name: string): Promise<RegExpExecArray> {
-  return new Promise((resolve, reject) => {
-    let said = '';
-    let errors = '';
-    child.stderr?.on('data', (chunk) => {
-      errors += chunk;
-    });
-    const timer = setTimeout(() => reject(new Error(`${name} did not start within ${STARTUP_MS} ms: ${said}${errors}`)), STARTUP_MS);
-    stream.on('data', (chunk) => {
-      said += chunk;
-      const match = pattern.exec(said);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match);
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`${name} exited with ${code} before listening: ${said}${errors}`));
-    });
-  });
-}
-
-/** Starts `command` in its own process group (so that wrappers and what they start stop together). */
-function launch(command: string, args: string[], extraFds = 0): { child: ChildProcess; stop: () => Promise<void> } {
-  const child = spawn(command, args, {
-    cwd: root,
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe', ...Array<'pipe'>(extraFds).fill('pipe')],
-    env: { ...process.env, NO_COLOR: '1', DENO_NO_UPDATE_CHECK: '1', DO_NOT_TRACK: '1' },
-  });
-  const stop = async () => {
-    if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return;
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    process.kill(-child.pid, 'SIGKILL');
-    await exited;
-  };
-  return { child, stop };
-}
-
 /** Bun and Deno print `listening on <url> <resolved packages as JSON>`. */
 async function startScript(name: string, command: string, args: string[]): Promise<Server> {
-  const { child, stop } = launch(command, args);
+  const { child, stop } = launch(command, args, { cwd: root });
   try {
     const [, url = '', loaded = '[]'] = await waitFor(child, child.stdout as Readable, /listening on (http:\/\/\S+) (\[.*\])\n/, name);
     return { url, loaded: JSON.parse(loaded), stop };
@@ -82,45 +37,10 @@ async function startScript(name: string, command: string, args: string[]): Promi
   }
 }
 
-/** workerd: the worker bundled with esbuild (as wrangler does), port 0, the port read from workerd's control descriptor. */
+/** workerd: the worker bundled with esbuild (as wrangler does) from the built packages, served by test-support's workerd. */
 async function startWorkerd(): Promise<Server> {
-  const dir = await mkdtemp(join(tmpdir(), 'floodgate-workerd-'));
-  const bundle = await build({
-    entryPoints: [join(apps, 'worker.ts')],
-    bundle: true,
-    format: 'esm',
-    platform: 'neutral',
-    mainFields: ['module', 'main'],
-    conditions: ['workerd', 'worker'],
-    outfile: join(dir, 'worker.js'),
-    metafile: true,
-    logLevel: 'silent',
-  });
-  await writeFile(
-    join(dir, 'config.capnp'),
-    `using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [(name = "main", worker = .worker)],
-  sockets = [(name = "http", address = "127.0.0.1:0", http = (), service = "main")],
-);
-const worker :Workerd.Worker = (
-  modules = [(name = "worker", esModule = embed "worker.js")],
-  compatibilityDate = "2025-01-01",
-);
-`,
-  );
-  const { child, stop } = launch(workerd, ['serve', join(dir, 'config.capnp'), '--control-fd=3'], 1);
-  const stopAll = async () => {
-    await stop();
-    await rm(dir, { recursive: true, force: true });
-  };
-  try {
-    const [, port] = await waitFor(child, child.stdio[3] as Readable, /"event":"listen","socket":"http","port":(\d+)/, 'workerd');
-    return { url: `http://127.0.0.1:${port}`, loaded: Object.keys(bundle.metafile.inputs), stop: stopAll };
-  } catch (error) {
-    await stopAll();
-    throw error;
-  }
+  const worker = await startWorkerdApp({ entry: join(apps, 'worker.ts'), conditions: [], cwd: root });
+  return { url: worker.url, loaded: worker.loaded, stop: () => worker.stop() };
 }
 
 interface Runtime {

@@ -494,6 +494,105 @@ export function adapterContract(adapter: AdapterUnderTest): void {
       );
     });
 
+    it('takes one key function per scope: a global rule, a per-IP rule and a per-user rule in one call, all or nothing', async () => {
+      await serve(
+        [
+          {
+            path: '/orders',
+            options: {
+              now: manualClock().now,
+              key: { ip: adapter.keyBy.ip(), user: (...args: unknown[]) => adapter.header(args, 'x-user') ?? 'anonymous' },
+              rules: [
+                { name: 'all', scope: 'global', algorithm: 'fixed-window', limit: 5, windowMs: 60_000 },
+                { name: 'per-ip', scope: 'ip', algorithm: 'fixed-window', limit: 50, windowMs: 60_000 },
+                { name: 'per-user', scope: 'user', algorithm: 'fixed-window', limit: 2, windowMs: 60_000 },
+              ],
+            },
+          },
+          // A key function may also return the object of keys itself.
+          {
+            path: '/object',
+            options: {
+              now: manualClock().now,
+              key: (...args: unknown[]) => ({ user: adapter.header(args, 'x-user') ?? 'anonymous', key: 'ignored by these rules' }),
+              rules: [{ name: 'per-user', scope: 'user', algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }],
+            },
+          },
+        ],
+        async (get) => {
+          const as = async (user: string) => {
+            const res = await get('/orders', { 'x-user': user });
+            return { status: res.status, body: (await res.json().catch(() => undefined)) as Options };
+          };
+          const first = await as('a');
+          expect(first.status).toBe(200);
+          expect(first.body.rules.map((r: { name: string; scope: string; remaining: number }) => [r.name, r.scope, r.remaining])).toEqual([
+            ['all', 'global', 4],
+            ['per-ip', 'ip', 49],
+            ['per-user', 'user', 1],
+          ]);
+          expect((await as('a')).status).toBe(200);
+          // The per-user rule denies: nothing is taken from the global or per-IP budgets.
+          expect((await as('a')).status).toBe(429);
+          expect([(await as('b')).status, (await as('b')).status, (await as('c')).status]).toEqual([200, 200, 200]);
+          const full = await get('/orders', { 'x-user': 'd' });
+          expect(full.status).toBe(429);
+          expect(full.headers.get('x-ratelimit-limit')).toBe('5');
+          expect(full.headers.get('retry-after')).toBe('60');
+          expect(await statuses(get, '/object', 2, { 'x-user': 'a' })).toEqual([200, 429]);
+          expect(await statuses(get, '/object', 1, { 'x-user': 'b' })).toEqual([200]);
+        },
+      );
+    });
+
+    it('takes limit and rules as functions of the request (plans): counts carry over a plan change, headers report the limit in force', async () => {
+      const free = [{ name: 'per-minute', algorithm: 'fixed-window', limit: 2, windowMs: 60_000 }];
+      const pro = [{ name: 'per-minute', algorithm: 'fixed-window', limit: 4, windowMs: 60_000 }];
+      const plan = (...args: unknown[]) => adapter.header(args, 'x-plan');
+      const user = (...args: unknown[]) => adapter.header(args, 'x-user') ?? 'anonymous';
+      const shared = adapter.createLimiter({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000, now: manualClock().now });
+      await serve(
+        [
+          {
+            path: '/limit',
+            options: {
+              algorithm: 'fixed-window',
+              windowMs: 60_000,
+              now: manualClock().now,
+              key: user,
+              limit: (...a: unknown[]) => (plan(...a) === 'pro' ? 4 : 2),
+            },
+          },
+          {
+            path: '/async',
+            options: { algorithm: 'fixed-window', windowMs: 60_000, key: user, limit: async (...a: unknown[]) => (plan(...a) === 'pro' ? 4 : 2) },
+          },
+          { path: '/rules', options: { now: manualClock().now, key: user, rules: (...a: unknown[]) => (plan(...a) === 'pro' ? pro : free) } },
+          { path: '/shared', options: { limiter: shared, key: user, limit: (...a: unknown[]) => (plan(...a) === 'pro' ? 3 : 1) } },
+          { path: '/zero', options: { windowMs: 60_000, limit: () => 0 } },
+        ],
+        async (get) => {
+          for (const path of ['/limit', '/async', '/rules']) {
+            const limits: (string | null)[] = [];
+            const codes: number[] = [];
+            for (const tier of ['free', 'free', 'free', 'pro', 'pro', 'pro']) {
+              const res = await get(path, { 'x-user': 'u1', 'x-plan': tier });
+              await res.arrayBuffer();
+              codes.push(res.status);
+              limits.push(res.headers.get('x-ratelimit-limit'));
+            }
+            // Two on the free plan, the third denied (not counted); on pro the same count goes on to 4.
+            expect([path, codes]).toEqual([path, [200, 200, 429, 200, 200, 429]]);
+            expect([path, limits]).toEqual([path, ['2', '2', '2', '4', '4', '4']]);
+            expect(await statuses(get, path, 1, { 'x-user': 'u2', 'x-plan': 'free' })).toEqual([200]);
+          }
+          expect(await statuses(get, '/shared', 2, { 'x-user': 'u1' })).toEqual([200, 429]);
+          expect(await statuses(get, '/shared', 3, { 'x-user': 'u1', 'x-plan': 'pro' })).toEqual([200, 200, 429]);
+          expect((await get('/zero')).status).toBe(500);
+        },
+      );
+    });
+
     it('SMS: 1/minute, 5/hour, 10/day per phone number on one route, naming the rule that binds', async () => {
       const clock = manualClock();
       const phone = (...args: unknown[]) => `phone:${adapter.header(args, 'x-phone')}`;
@@ -592,6 +691,16 @@ export function adapterContract(adapter: AdapterUnderTest): void {
       expect(() => adapter.rateLimit({ limiter: adapter.createLimiter({ limit: 1, windowMs: 1 }), limit: 5 })).toThrow(
         expect.objectContaining({ code: 'ERR_FG_OPTION' }),
       );
+      expect(() => adapter.rateLimit({ limit: 5, windowMs: 1000, key: { ip: 'ip' } })).toThrow(expect.objectContaining({ code: 'ERR_FG_OPTION' }));
+      expect(() => adapter.rateLimit({ limit: 5, windowMs: 1000, key: {} })).toThrow(expect.objectContaining({ code: 'ERR_FG_OPTION' }));
+      const twoRules = adapter.createLimiter({
+        rules: [
+          { name: 'a', limit: 1, windowMs: 1000 },
+          { name: 'b', limit: 2, windowMs: 2000 },
+        ],
+      });
+      // Which of the two would a limit function replace? rules: (req) => [...] says it.
+      expect(() => adapter.rateLimit({ limiter: twoRules, limit: () => 5 })).toThrow(expect.objectContaining({ code: 'ERR_FG_OPTION' }));
     });
   });
 }

@@ -1,4 +1,12 @@
 export { type AdapterUnderTest, adapterContract, held, type Options, type Route, type Running } from './adapter-contract.js';
+export {
+  type DurableObjectStoreOptionsLike,
+  type RemoteStore,
+  type RuleDecisionLike,
+  type RuleSetLike,
+  remoteStore,
+  useDurableObjectStores,
+} from './durable-objects.js';
 export { serveHttp } from './http.js';
 export {
   freePort,
@@ -10,3 +18,5 @@ export {
   startSentinelSetup,
   useRedisServer,
 } from './redis.js';
+export { type BridgeRequest, type RestBridge, startRestBridge, useRestBridge } from './upstash.js';
+export { launch, startWorkerd, useWorkerd, type Workerd, type WorkerdOptions, waitFor } from './workerd.js';

@@ -421,7 +421,7 @@ describe('several limiters in one response', () => {
       expect(rateLimitHeaders([failed], mode, 503)).toEqual([['Retry-After', '1']]);
       expect(rateLimitHeaders([healthy, failed], mode, 503)).toEqual([...rateLimitHeaders([healthy], mode, undefined), ['Retry-After', '1']]);
     }
-    const open = createLimiter({ limit: 5, windowMs: 60_000, store });
+    const open = createLimiter({ limit: 5, windowMs: 60_000, store, prefix: 'open:' });
     open.on('error', () => {});
     expect(rateLimitHeaders([{ decision: await open.consume('k'), rules: open.rules, decidedAt: now }], 'both', undefined)).toEqual([]);
   });

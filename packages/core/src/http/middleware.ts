@@ -1,14 +1,27 @@
 import { isPromise } from '../awaitable.js';
 import type { Decision } from '../decision.js';
-import { describe, ErrorCodes, FloodgateError, orDefault } from '../errors.js';
-import { createLimiter, isUnmeasured, type Limiter } from '../limiter.js';
-import { adapterOptionNames, type LimiterOptions, limiterOptionNames, rejectUnknownKeys } from '../options.js';
+import { describe, type ErrorCode, ErrorCodes, FloodgateError, isFloodgateError, orDefault } from '../errors.js';
+import type { Keys } from '../keys.js';
+import { type ConsumeOptions, createLimiter, isUnmeasured, type Limiter } from '../limiter.js';
+import { adapterOptionNames, type LimiterOptions, limiterOptionNames, rejectUnknownKeys, ruleShorthandNames } from '../options.js';
+import type { RuleOptions } from '../rules.js';
+import { sleep } from '../sleep.js';
 import { type Header, type HeadersMode, headersModes, rateLimitHeaders } from './headers.js';
 import type { KeyFunction } from './keys.js';
 import { type AccessList, compileAccessList } from './lists.js';
 
-/** A denial body: a string (sent as text), an object (sent as JSON), or a function of the request. */
-export type Message<Args extends unknown[]> = string | object | ((...args: Args) => string | object | Promise<string | object>);
+/** A denial body: a string (sent as text), an object (sent as JSON), or a function of the request (undefined: the default message). */
+export type Message<Args extends unknown[]> = string | object | ((...args: Args) => string | object | undefined | Promise<string | object | undefined>);
+
+/** A value, or a function of the request that returns it (or a promise of it). */
+export type PerRequest<Args extends unknown[], T> = (...args: Args) => T | Promise<T>;
+
+/**
+ * The key(s) a request is limited under: a function (scope `key`; it may also
+ * return an object of keys by scope), or an object of functions, one per
+ * scope the rules use: `{ ip: keyBy.ip(), user: keyBy.header('x-user-id') }`.
+ */
+export type KeyOption<Args extends unknown[]> = KeyFunction<Args> | PerRequest<Args, Keys> | Readonly<Record<string, KeyFunction<Args>>>;
 
 /**
  * The options every adapter's `rateLimit()` takes: everything `createLimiter`
@@ -16,11 +29,19 @@ export type Message<Args extends unknown[]> = string | object | ((...args: Args)
  * `Args` is what the framework hands a middleware (`[req, res]`, `[ctx]`,
  * `[c]`); `Handler` is the adapter's denial handler type.
  */
-export interface RateLimitOptions<Args extends unknown[], Handler> extends LimiterOptions {
-  /** A limiter to use instead of creating one: share it between routes. Not together with limiter options. */
+export interface RateLimitOptions<Args extends unknown[], Handler> extends Omit<LimiterOptions, 'limit' | 'rules'> {
+  /**
+   * Units per window: a number, or a function of the request (a plan, a
+   * tenant): `(req) => (req.user?.paid ? 1000 : 100)`. Counts are kept per
+   * rule name, so a client whose limit changes keeps its count.
+   */
+  limit?: number | PerRequest<Args, number>;
+  /** Several rules, all of which must pass: a list, or a function of the request that returns one (return one of a few constant lists). */
+  rules?: readonly RuleOptions[] | PerRequest<Args, readonly RuleOptions[]>;
+  /** A limiter to use instead of creating one: share it between routes. Not together with limiter options (but `limit` or `rules` as functions). */
   limiter?: Limiter;
-  /** The key a request is limited under. @defaultValue keyBy.ip() */
-  key?: KeyFunction<Args>;
+  /** The key a request is limited under, or one key function per scope. @defaultValue keyBy.ip() */
+  key?: KeyOption<Args>;
   /** Units a request takes: a positive integer, or a function of the request. @defaultValue 1 */
   cost?: number | ((...args: Args) => number | Promise<number>);
   /** Requests for which this returns true are not limited at all. */
@@ -53,9 +74,9 @@ export type Outcome =
       readonly decision: Decision;
       readonly headers: Header[];
       /** Set when units were taken, so that `settle` can give them back. */
-      readonly taken: { readonly key: string; readonly cost: number } | undefined;
+      readonly taken: { readonly keys: Keys; readonly cost: number; readonly rules: readonly RuleOptions[] | undefined } | undefined;
       /** Set when a concurrency rule leased units: `settle` ends the lease. */
-      readonly lease: { readonly key: string; readonly leaseId: string } | undefined;
+      readonly lease: { readonly keys: Keys; readonly leaseId: string; readonly rules: readonly RuleOptions[] | undefined } | undefined;
     }
   | {
       readonly kind: 'deny';
@@ -121,19 +142,124 @@ function checkCost(cost: unknown): number {
   return cost;
 }
 
-function checkKey(key: unknown): string {
-  if (typeof key !== 'string' || key.length === 0) {
-    throw new FloodgateError(ErrorCodes.KEY, `The key function returned ${describe(key)}; it must return a non-empty string.`);
-  }
-  return key;
+function checkKey(key: unknown, scope?: string): Keys {
+  if (typeof key === 'string' ? key.length > 0 : scope === undefined && typeof key === 'object' && key !== null && !Array.isArray(key)) return key as Keys;
+  throw new FloodgateError(
+    ErrorCodes.KEY,
+    scope === undefined
+      ? `The key function returned ${describe(key)}; it must return a non-empty string (or an object of keys by scope).`
+      : `The key function of scope '${scope}' returned ${describe(key)}; it must return a non-empty string.`,
+  );
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+function checkLimit(limit: unknown): number {
+  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 1) {
+    throw new FloodgateError(ErrorCodes.LIMIT, `The limit function returned ${describe(limit)}; it must return a positive integer.`);
+  }
+  return limit;
+}
+
+/**
+ * Runs a callback of the user's: what it throws (or rejects with) becomes a
+ * FloodgateError with `code` that keeps it as `cause`, and keeps its HTTP
+ * status when it has one (an authentication error thrown by a key function
+ * still answers 401). FloodgateErrors pass as they are.
+ */
+function guarded<Args extends unknown[], T>(fn: (...args: Args) => T | Promise<T>, args: Args, code: ErrorCode, what: string): T | Promise<T> {
+  const wrap = (error: unknown): never => {
+    if (isFloodgateError(error)) throw error;
+    const given = (error as { status?: unknown; statusCode?: unknown } | null)?.status ?? (error as { statusCode?: unknown } | null)?.statusCode;
+    const status = typeof given === 'number' && given >= 400 && given <= 599 ? given : 500;
+    const reason = error instanceof Error ? error.message : describe(error);
+    throw new FloodgateError(code, `The ${what} function threw: ${reason}`, { cause: error, status });
+  };
+  try {
+    const value = fn(...args);
+    return isPromise(value) ? value.catch(wrap) : value;
+  } catch (error) {
+    return wrap(error);
+  }
+}
 
 function render(message: string | object): { body: string; contentType: string } {
   return typeof message === 'string'
     ? { body: message, contentType: 'text/plain; charset=utf-8' }
     : { body: JSON.stringify(message), contentType: 'application/json; charset=utf-8' };
+}
+
+/** How a flow reads the key(s) of a request, built once from the `key` option. */
+function compileKey<Args extends unknown[]>(key: KeyOption<Args>): (args: Args) => Keys | Promise<Keys> {
+  if (typeof key === 'function') {
+    return (args) => {
+      const keyed = guarded(key as PerRequest<Args, Keys>, args, ErrorCodes.KEY, 'key');
+      return isPromise(keyed) ? keyed.then((k) => checkKey(k)) : checkKey(keyed);
+    };
+  }
+  if (typeof key !== 'object' || key === null || Array.isArray(key) || Object.keys(key).length === 0) {
+    throw new FloodgateError(
+      ErrorCodes.OPTION,
+      `key must be a function of the request, or an object of key functions by scope like { ip: keyBy.ip(), user: keyBy.header('x-user-id') }, got ${describe(key)}.`,
+    );
+  }
+  const scopes = Object.entries(key);
+  for (const [scope, fn] of scopes) {
+    if (typeof fn !== 'function') throw new FloodgateError(ErrorCodes.OPTION, `key.${scope} must be a key function, got ${describe(fn)}.`);
+  }
+  return async (args) => {
+    const keys: Record<string, string> = {};
+    for (const [scope, fn] of scopes) {
+      const keyed = guarded(fn, args, ErrorCodes.KEY, `key.${scope}`);
+      keys[scope] = checkKey(isPromise(keyed) ? await keyed : keyed, scope) as string;
+    }
+    return keys;
+  };
+}
+
+/**
+ * The rules of a request when `limit` or `rules` is a function: the rule
+ * list to decide it under, or undefined for the limiter's own. Lists built
+ * from a limit are cached per limit value, so that the limiter compiles each
+ * plan once.
+ */
+function compileRulesOption<Args extends unknown[]>(
+  options: { limit?: unknown; rules?: unknown },
+  limiter: Limiter,
+  where: string,
+): ((args: Args) => readonly RuleOptions[] | Promise<readonly RuleOptions[]>) | undefined {
+  if (typeof options.rules === 'function') {
+    const rules = options.rules as PerRequest<Args, readonly RuleOptions[]>;
+    return (args) => guarded(rules, args, ErrorCodes.RULES, 'rules');
+  }
+  if (typeof options.limit !== 'function') return undefined;
+  const limit = options.limit as PerRequest<Args, number>;
+  const [rule, ...more] = limiter.rules;
+  if (rule === undefined || more.length > 0) {
+    throw new FloodgateError(
+      ErrorCodes.OPTION,
+      `${where}: limit as a function replaces the limit of the limiter's one rule, and this limiter has ${limiter.rules.length}; use rules: (req) => [...] instead.`,
+    );
+  }
+  const { name, algorithm, windowMs, scope } = rule;
+  const template: Record<string, unknown> = { name, algorithm, windowMs, scope };
+  if (rule.algorithm === 'sliding-window') template.segments = rule.segments;
+  if (rule.algorithm === 'leaky-bucket') template.mode = rule.mode;
+  const byLimit = new Map<number, readonly RuleOptions[]>();
+  const rulesOf = (value: unknown): readonly RuleOptions[] => {
+    const n = checkLimit(value);
+    let rules = byLimit.get(n);
+    if (rules === undefined) {
+      // A bucket's burst follows the limit, unless the options fixed one.
+      const burst = (options as { burst?: number }).burst;
+      rules = Object.freeze([Object.freeze({ ...template, limit: n, ...(burst === undefined ? {} : { burst }) } as RuleOptions)]);
+      if (byLimit.size >= 1024) byLimit.clear();
+      byLimit.set(n, rules);
+    }
+    return rules;
+  };
+  return (args) => {
+    const value = guarded(limit, args, ErrorCodes.LIMIT, 'limit');
+    return isPromise(value) ? value.then(rulesOf) : rulesOf(value);
+  };
 }
 
 /**
@@ -159,9 +285,21 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
   }
   rejectUnknownKeys(options, new Set<string>([...adapterOptionNames, ...limiterOptionNames, ...(adapter.extraKeys ?? [])]), where);
 
+  // limit and rules as functions of the request are decided per call; the limiter is made of the rest.
+  const perRequest = typeof options.limit === 'function' || typeof options.rules === 'function';
   const limiterOptions: Record<string, unknown> = {};
   for (const name of Object.keys(options)) {
-    if (limiterOptionNames.has(name)) limiterOptions[name] = options[name as keyof typeof options];
+    const value = options[name as keyof typeof options];
+    if (limiterOptionNames.has(name) && typeof value !== 'function') limiterOptions[name] = value;
+    else if (name === 'now' && typeof value === 'function') limiterOptions[name] = value;
+  }
+  if (typeof options.limit === 'function' && options.limiter === undefined) limiterOptions.limit = 1; // replaced per call
+  if (typeof options.rules === 'function') {
+    if (Object.keys(limiterOptions).some((name) => ruleShorthandNames.has(name))) {
+      throw new FloodgateError(ErrorCodes.RULES, `${where} has both 'rules' and rule shorthand options; give either one rule in shorthand or rules.`);
+    }
+    // Never consulted: every call is decided under the rules the function returns.
+    if (options.limiter === undefined) limiterOptions.rules = [{ name: 'per-request', limit: 1, windowMs: 1000 }];
   }
   let limiter: Limiter;
   if (options.limiter !== undefined) {
@@ -180,7 +318,6 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
     limiter = createLimiter(limiterOptions as LimiterOptions);
   }
 
-  checkFunction(options.key, 'key');
   checkFunction(options.skip, 'skip');
   checkFunction(options.handler, 'handler');
   checkBoolean(options.skipSuccessfulRequests, 'skipSuccessfulRequests');
@@ -200,7 +337,8 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
     throw new FloodgateError(ErrorCodes.OPTION, `message must be a string, an object (sent as JSON) or a function, got ${describe(options.message)}.`);
   }
 
-  const key = options.key === undefined ? adapter.defaultKey() : options.key;
+  const keysOf = compileKey<Args>(options.key === undefined ? adapter.defaultKey() : options.key);
+  const rulesOf = perRequest ? compileRulesOption<Args>(options, limiter, where) : undefined;
   const cost = orDefault<NonNullable<typeof options.cost>>(options.cost, 1);
   const { skip, shadow = false, skipSuccessfulRequests = false, skipFailedRequests = false } = options;
   const staticBody = typeof message === 'function' ? undefined : render(message);
@@ -228,31 +366,43 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
         const listed = allowed(adapter.clientIp(...args), args);
         if (isPromise(listed) ? await listed : listed) return SKIP;
       }
-      const keyed = key(...args);
-      const id = checkKey(isPromise(keyed) ? await keyed : keyed);
+      const keyed = keysOf(args);
+      const keys = isPromise(keyed) ? await keyed : keyed;
       let units = 1;
       if (typeof cost === 'number') units = cost;
       else {
-        const costed = cost(...args);
+        const costed = guarded(cost, args, ErrorCodes.COST, 'cost');
         units = checkCost(isPromise(costed) ? await costed : costed);
+      }
+      let rules: readonly RuleOptions[] | undefined;
+      if (rulesOf !== undefined) {
+        const ruled = rulesOf(args);
+        rules = isPromise(ruled) ? await ruled : ruled;
       }
       // The time the decision is about: X-RateLimit-Reset is this plus resetMs, whatever happens after.
       const decidedAt = limiter.now();
-      const decision = await limiter.consume(id, units === 1 ? undefined : { cost: units });
+      const call: ConsumeOptions | undefined = rules !== undefined ? { cost: units, rules } : units === 1 ? undefined : { cost: units };
+      const decision = await limiter.consume(keys, call);
       adapter.expose(decision, ...args);
+      const inForce = rules === undefined ? limiter.rules : limiter.rulesFor(rules);
 
       if (decision.allowed || shadow) {
         if (decision.allowed && decision.delayMs > 0) await sleep(decision.delayMs);
-        const taken = decision.allowed && decision.storeError === undefined ? { key: id, cost: units } : undefined;
-        const lease = decision.leaseId === undefined ? undefined : { key: id, leaseId: decision.leaseId };
-        return { kind: 'pass', decision, headers: rateLimitHeaders(decision, headersMode, limiter.rules, decidedAt, undefined), taken, lease };
+        const taken = decision.allowed && decision.storeError === undefined ? { keys, cost: units, rules } : undefined;
+        const lease = decision.leaseId === undefined ? undefined : { keys, leaseId: decision.leaseId, rules };
+        return { kind: 'pass', decision, headers: rateLimitHeaders(decision, headersMode, inForce, decidedAt, undefined), taken, lease };
       }
 
       const storeDown = decision.storeError !== undefined && isUnmeasured(decision);
       const status = storeDown ? 503 : statusCode;
-      const headers = rateLimitHeaders(decision, headersMode, limiter.rules, decidedAt, status);
+      const headers = rateLimitHeaders(decision, headersMode, inForce, decidedAt, status);
       if (options.handler !== undefined) return { kind: 'deny', decision, headers, status, custom: true, body: '', contentType: '' };
-      const rendered = storeDown ? render(STORE_DOWN_MESSAGE) : (staticBody ?? render(await (message as (...a: Args) => string | object)(...args)));
+      let rendered = staticBody;
+      if (storeDown) rendered = render(STORE_DOWN_MESSAGE);
+      else if (rendered === undefined) {
+        const written = await (message as (...a: Args) => string | object | undefined)(...args);
+        rendered = render(written ?? DEFAULT_MESSAGE);
+      }
       return { kind: 'deny', decision, headers, status, custom: false, ...rendered };
     },
 
@@ -263,11 +413,12 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
     settle(outcome, status) {
       if (outcome.kind !== 'pass') return;
       // release() and refund() report store failures through the limiter's 'error' event and never reject for them.
-      if (outcome.lease !== undefined) limiter.release(outcome.lease.key, outcome.lease.leaseId).catch(() => {});
-      if (outcome.taken === undefined) return;
+      const { lease, taken } = outcome;
+      if (lease !== undefined) limiter.release(lease.keys, lease.leaseId, lease.rules && { rules: lease.rules }).catch(() => {});
+      if (taken === undefined) return;
       const failed = status === undefined || status >= 400;
       if ((failed && skipFailedRequests) || (!failed && skipSuccessfulRequests)) {
-        limiter.refund(outcome.taken.key, { cost: outcome.taken.cost }).catch(() => {});
+        limiter.refund(taken.keys, taken.rules ? { cost: taken.cost, rules: taken.rules } : { cost: taken.cost }).catch(() => {});
       }
     },
   };

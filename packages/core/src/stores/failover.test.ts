@@ -21,6 +21,7 @@ it('follows a Sentinel failover to the replica: state kept, Redis decides again 
       { name: 'cell', algorithm: 'gcra', limit: 5, windowMs: 1_000_000_000_000 },
     ],
     store: new RedisStore({ client }),
+    prefix: 'fg:', // given, not defaulted: the two limiters below share their counters on purpose
     onStoreError: 'deny',
   } as const;
   const limiter = createLimiter(options);

@@ -7,10 +7,14 @@ import { LIBRARY } from './redis/library.generated.js';
 import { type RuleView, viewOf } from './redis/views.js';
 import { keyOfRule, type RuleDecision, type RuleSet, type Store, type StoreKeys } from './types.js';
 
-export type { IoRedisLike, NodeRedisLike, RedisClient } from './redis/connection.js';
+export type { IoRedisLike, NodeRedisLike, RedisClient, UpstashLike } from './redis/connection.js';
 
 export interface RedisStoreOptions {
-  /** An ioredis client or Cluster, or a node-redis v4+ client or cluster. */
+  /**
+   * An ioredis client or Cluster, a node-redis v4+ client or cluster, or an
+   * @upstash/redis client (Redis over HTTP: Cloudflare Workers, Vercel Edge,
+   * Deno Deploy).
+   */
   client: RedisClient;
   /** Prepended to every key, before the limiter's own prefix. @defaultValue '' */
   prefix?: string;
@@ -29,7 +33,9 @@ export interface RedisStoreOptions {
    * call one FCALL; Redis 7) or `'scripts'` (each call one EVALSHA of the
    * whole library, for servers where Functions are unavailable or forbidden).
    * By default functions, switching to scripts for good on the first reply
-   * that says FCALL or FUNCTION is unknown or not permitted.
+   * that says FCALL or FUNCTION is unknown or not permitted. An
+   * @upstash/redis client without a functions API (before 1.36) runs
+   * scripts from the first call.
    */
   mode?: 'functions' | 'scripts';
 }
@@ -158,9 +164,15 @@ export class RedisStore implements Store {
       throw new FloodgateError(ErrorCodes.OPTION, `RedisStore mode must be 'functions' or 'scripts', got ${describe(mode)}.`);
     }
     this.connection = connect(client);
+    if (mode === 'functions' && !this.connection.functions) {
+      throw new FloodgateError(
+        ErrorCodes.OPTION,
+        "RedisStore mode 'functions' needs a client that can call Redis Functions, and this @upstash/redis client has no functions API (it came in 1.36): upgrade it, or leave mode unset to run the library as a script.",
+      );
+    }
     this.prefix = prefix;
     this.serverClock = clock === 'server';
-    this.mode = mode ?? 'functions';
+    this.mode = mode ?? (this.connection.functions ? 'functions' : 'scripts');
     this.pinned = mode !== undefined;
   }
 

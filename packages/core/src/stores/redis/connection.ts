@@ -2,8 +2,10 @@
  * One shape over the Redis clients Floodgate drives: what the store needs to
  * call its library and load it, and nothing else. ioredis (`Redis`,
  * `Cluster`) is the first-class client; node-redis v4+ (`createClient()`,
- * `createCluster()`) works too. Clients are read by shape, not imported:
- * they are peer dependencies, and core runs where neither is installed.
+ * `createCluster()`) works too, and so does @upstash/redis (Redis over HTTP,
+ * for runtimes that cannot keep a TCP connection). Clients are read by shape,
+ * not imported: they are peer dependencies, and core runs where none is
+ * installed.
  */
 import { describe, ErrorCodes, FloodgateError } from '../../errors.js';
 import type { LuaScript } from './library.js';
@@ -44,13 +46,34 @@ export interface NodeRedisLike {
   nodeClient?(node: unknown): NodeRedisLike | Promise<NodeRedisLike>;
 }
 
+/**
+ * @upstash/redis (`new Redis({ url, token })`): every command is one HTTP
+ * request to the REST API (or several commands one request, when the client
+ * pipelines them automatically, its default).
+ */
+export interface UpstashLike {
+  evalsha(sha: string, keys: string[], args: string[]): Reply;
+  eval(script: string, keys: string[], args: string[]): Reply;
+  scriptLoad(script: string): Reply;
+  evalshaRo?(sha: string, keys: string[], args: string[]): Reply;
+  evalRo?(script: string, keys: string[], args: string[]): Reply;
+  /** Redis Functions, from @upstash/redis 1.36 on; without them the store runs the library as a script. */
+  readonly functions?: {
+    call(name: string, keys: string[], args: string[]): Reply;
+    callRo(name: string, keys: string[], args: string[]): Reply;
+    load(args: { code: string; replace: boolean }): Reply;
+  };
+}
+
 /** A Redis client Floodgate can run its library with. */
-export type RedisClient = IoRedisLike | NodeRedisLike;
+export type RedisClient = IoRedisLike | NodeRedisLike | UpstashLike;
 
 /** What RedisStore needs from a client. */
 export interface Connection {
   /** Whether keys of different Cluster slots must go to separate calls. */
   readonly cluster: boolean;
+  /** Whether the client can call Redis Functions at all (false: the store runs the library as a script from the first call). */
+  readonly functions: boolean;
   /** Why nothing should be sent now (the client is between connections), or undefined. */
   offline(): string | undefined;
   fcall(name: string, readOnly: boolean, keys: string[], args: string[]): Reply;
@@ -66,6 +89,7 @@ const disconnected = new Set(['reconnecting', 'close', 'end']);
 function ioredis(client: IoRedisLike): Connection {
   return {
     cluster: client.isCluster === true,
+    functions: true,
     offline: () => (typeof client.status === 'string' && disconnected.has(client.status) ? `status '${client.status}'` : undefined),
     fcall: (name, readOnly, keys, args) =>
       readOnly ? client.fcall_ro(name, keys.length, ...keys, ...args) : client.fcall(name, keys.length, ...keys, ...args),
@@ -83,6 +107,7 @@ function ioredis(client: IoRedisLike): Connection {
 function nodeRedis(client: NodeRedisLike): Connection {
   return {
     cluster: Array.isArray(client.masters),
+    functions: true,
     offline: () => (client.isReady === false ? 'isReady is false' : undefined),
     fcall: (name, readOnly, keys, args) => (readOnly ? client.fCallRo(name, { keys, arguments: args }) : client.fCall(name, { keys, arguments: args })),
     evaluate(script, sha, readOnly, keys, args) {
@@ -102,6 +127,52 @@ function nodeRedis(client: NodeRedisLike): Connection {
   };
 }
 
+/**
+ * The server's own words in an @upstash/redis error: the client wraps them as
+ * `<message>, command was: <the whole command>` (with `Command failed: ` in
+ * front when it pipelined the command). The store reads replies by their
+ * first words (NOSCRIPT, a missing function, the library's FG_ errors), and
+ * an EVAL's command holds the whole library: the message is cut back to what
+ * Redis said, the client's error kept as the cause.
+ */
+function serverError(error: unknown): unknown {
+  if (!(error instanceof Error)) return error;
+  const said = /^(?:Command failed: |Command \d+ \[ \S+ \] failed: )?([\s\S]*?)(?:, command was: [\s\S]*)?$/.exec(error.message)?.[1];
+  if (said === undefined || said === error.message) return error;
+  const plain = new Error(said, { cause: error });
+  plain.name = error.name;
+  return plain;
+}
+
+const plainly = (reply: Reply): Reply =>
+  reply.catch((error: unknown) => {
+    throw serverError(error);
+  });
+
+function upstash(client: UpstashLike): Connection {
+  // A getter on the client (and a new proxy each time, when it pipelines): read once.
+  const functions = client.functions;
+  const callable = typeof functions?.call === 'function' && typeof functions.callRo === 'function' && typeof functions.load === 'function';
+  return {
+    cluster: false,
+    functions: callable,
+    // No connection to lose: every call is a request of its own, bounded by the limiter's timeoutMs.
+    offline: () => undefined,
+    fcall(name, readOnly, keys, args) {
+      if (functions === undefined || !callable) return Promise.reject(new Error('ERR unknown command: this @upstash/redis client has no functions API'));
+      return plainly(readOnly ? functions.callRo(name, keys, args) : functions.call(name, keys, args));
+    },
+    evaluate(script, sha, readOnly, keys, args) {
+      if (sha) return plainly(readOnly && client.evalshaRo ? client.evalshaRo(script.sha1, keys, args) : client.evalsha(script.sha1, keys, args));
+      return plainly(readOnly && client.evalRo ? client.evalRo(script.source, keys, args) : client.eval(script.source, keys, args));
+    },
+    async loadLibrary(code) {
+      if (functions === undefined || !callable) throw new Error('ERR unknown command: this @upstash/redis client has no functions API');
+      await plainly(functions.load({ code, replace: true }));
+    },
+  };
+}
+
 /** The connection over a user's client, or ERR_FG_OPTION when it is not a client Floodgate can drive. */
 export function connect(client: unknown): Connection {
   const io = client as Partial<IoRedisLike> | null;
@@ -109,8 +180,10 @@ export function connect(client: unknown): Connection {
   const node = client as Partial<NodeRedisLike> | null;
   if (typeof node?.fCall === 'function' && typeof node.evalSha === 'function' && typeof node.functionLoad === 'function')
     return nodeRedis(node as NodeRedisLike);
+  const rest = client as Partial<UpstashLike> | null;
+  if (typeof rest?.evalsha === 'function' && typeof rest.eval === 'function' && typeof rest.scriptLoad === 'function') return upstash(rest as UpstashLike);
   throw new FloodgateError(
     ErrorCodes.OPTION,
-    `RedisStore client must be an ioredis client or Cluster, or a node-redis v4+ client or cluster, got ${describe(client)}.`,
+    `RedisStore client must be an ioredis client or Cluster, a node-redis v4+ client or cluster, or an @upstash/redis client, got ${describe(client)}.`,
   );
 }
