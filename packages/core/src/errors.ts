@@ -7,13 +7,13 @@ export const ErrorCodes = {
   OPTION: 'ERR_FG_OPTION',
   /** An option name Floodgate does not know (often a name from another library). */
   UNKNOWN_OPTION: 'ERR_FG_UNKNOWN_OPTION',
-  /** `limit` is not a positive integer. */
+  /** `limit` is not a positive integer of at most 15 digits. */
   LIMIT: 'ERR_FG_LIMIT',
   /** `windowMs` is not a positive integer number of milliseconds. */
   WINDOW: 'ERR_FG_WINDOW',
   /** `algorithm` is not one of the six algorithms. */
   ALGORITHM: 'ERR_FG_ALGORITHM',
-  /** `burst` is not an integer >= 1, or is given to an algorithm without a burst. */
+  /** `burst` is not an integer from 1 to 15 digits, or is given to an algorithm without a burst. */
   BURST: 'ERR_FG_BURST',
   /** `segments` is not a positive integer that divides `windowMs`. */
   SEGMENTS: 'ERR_FG_SEGMENTS',

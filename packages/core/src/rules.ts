@@ -64,6 +64,11 @@ const namePattern = /^[A-Za-z0-9_.-]{1,64}$/;
 const bucketAlgorithms: ReadonlySet<string> = new Set(['token-bucket', 'leaky-bucket', 'gcra']);
 /** Internal arithmetic stays below this so that doubles (JS and Redis Lua) compute it exactly. */
 const exactLimit = 2 ** 50;
+/**
+ * The largest `limit` and `burst`: the IETF RateLimit headers carry them (and
+ * the units remaining) as structured-field integers, which have at most 15 digits.
+ */
+export const MAX_LIMIT = 999_999_999_999_999;
 
 function gcd(a: number, b: number): number {
   while (b !== 0) [a, b] = [b, a % b];
@@ -116,6 +121,12 @@ export function compileRule(options: unknown, where: string, defaultName?: strin
   if (!isPositiveInteger(limit)) {
     throw new FloodgateError(ErrorCodes.LIMIT, `${where}.limit must be a positive integer (units per window), got ${describe(limit)}.`);
   }
+  if (limit > MAX_LIMIT) {
+    throw new FloodgateError(
+      ErrorCodes.LIMIT,
+      `${where}.limit must be at most 999_999_999_999_999 (15 digits, what rate-limit headers can carry), got ${describe(limit)}.`,
+    );
+  }
   const windowMs = rule.windowMs;
   if (!isPositiveInteger(windowMs)) {
     throw new FloodgateError(ErrorCodes.WINDOW, `${where}.windowMs must be a positive integer number of milliseconds, got ${describe(windowMs)}.`);
@@ -131,6 +142,12 @@ export function compileRule(options: unknown, where: string, defaultName?: strin
   const burst = orDefault<unknown>(rule.burst, limit);
   if (!isPositiveInteger(burst)) {
     throw new FloodgateError(ErrorCodes.BURST, `${where}.burst must be an integer >= 1 (the bucket's capacity), got ${describe(burst)}.`);
+  }
+  if (burst > MAX_LIMIT) {
+    throw new FloodgateError(
+      ErrorCodes.BURST,
+      `${where}.burst must be at most 999_999_999_999_999 (15 digits, what rate-limit headers can carry), got ${describe(burst)}.`,
+    );
   }
 
   if (rule.segments !== undefined && algorithm !== 'sliding-window') {
