@@ -6,7 +6,7 @@
  * helper that settles leases and refunds when a request's work is over.
  * `@floodgate/express` is the reference adapter.
  */
-export { type Header, type HeadersMode, rateLimitHeaders, retryAfterSeconds } from './http/headers.js';
+export { type Header, type HeadersMode, type PolicyReport, partitionKeys, rateLimitHeaders, retryAfterSeconds } from './http/headers.js';
 export {
   createKeyBy,
   type ForwardedForOptions,
@@ -22,12 +22,15 @@ export {
 export { type AccessList, compileAccessList } from './http/lists.js';
 export {
   createRateLimitFlow,
+  type KeyOption,
   type Message,
   type NodeResponse,
   type Outcome,
+  type PerRequest,
   type RateLimitFlow,
   type RateLimitOptions,
   settleWhenDone,
 } from './http/middleware.js';
+export { PROBLEM_CONTENT_TYPE, type ProblemOptions, problemResponse, problemTypes, type RateLimitProblem, rateLimitProblem } from './http/problem.js';
 export { isUnmeasured } from './limiter.js';
 export { derivedPrefix, limiterOptionNames, ruleShorthandNames } from './options.js';

@@ -87,6 +87,7 @@ export const adapterOptionNames: ReadonlySet<string> = new Set([
   'shadow',
   'allowList',
   'denyList',
+  'problemDetails',
 ]);
 
 /** The longest delay setTimeout keeps (2^31 - 1 ms): a longer one fires after 1 ms. */
@@ -124,7 +125,7 @@ const knownAliases: Record<string, string> = {
   window: "Floodgate takes 'windowMs' (milliseconds)",
   keyGenerator: "Floodgate calls it 'key' (an adapter option)",
   keyPrefix: "Floodgate calls it 'prefix'",
-  standardHeaders: "use headers: 'draft-8' or 'both' (an adapter option)",
+  standardHeaders: "use headers: 'draft-6', 'draft-7', 'draft-8', 'draft-10' or 'both' (an adapter option)",
   legacyHeaders: "use headers: 'legacy' or false (an adapter option)",
   passOnStoreError: "use onStoreError: 'allow'",
   insuranceLimiter: 'pass the insurance limiter as onStoreError',

@@ -197,7 +197,8 @@ export function withRateLimit<Args extends FetchArgs>(
       if (outcome.custom && flow.handler !== undefined) return withHeaders(await flow.handler(...args, outcome.decision), outcome.headers);
       return new Response(outcome.body, { status: outcome.status, headers: [['content-type', outcome.contentType], ...outcome.headers] as [string, string][] });
     }
-    if (!flow.mustSettle(outcome)) return withHeaders(await handler(...args), outcome.headers);
+    // Headers as they stand once the handler returns: a withRateLimit() inside this one has added its policies.
+    if (!flow.mustSettle(outcome)) return withHeaders(await handler(...args), flow.headersOf(outcome));
     // The runtime hides the connection: the work is over when the handler is done and its body is read or cancelled.
     let response: Response;
     try {
@@ -208,8 +209,8 @@ export function withRateLimit<Args extends FetchArgs>(
     }
     const status = response.status;
     const settle = (failed: boolean) => flow.settle(outcome, failed ? undefined : status);
-    if (response.body !== null) return withHeaders(response, outcome.headers, watch(response.body, settle));
+    if (response.body !== null) return withHeaders(response, flow.headersOf(outcome), watch(response.body, settle));
     settle(false);
-    return withHeaders(response, outcome.headers);
+    return withHeaders(response, flow.headersOf(outcome));
   };
 }

@@ -77,8 +77,11 @@ const nodeResponse = (response: any): NodeResponse => response.raw ?? response;
 
 function settleLater(flow: Flow, outcome: Outcome, request: NestRequest, response: NodeResponse): void {
   const handled = new Promise<number>((resolve, reject) => {
+    const earlier = handlers.get(request); // a stacked limiter of the same route
     const done = (status: number | undefined) => {
-      if (!handlers.delete(request)) return;
+      if (handlers.get(request) !== done) return;
+      handlers.delete(request);
+      earlier?.(status);
       if (status === undefined) reject(new Error('the handler failed'));
       else resolve(status);
     };
@@ -101,8 +104,8 @@ function settleLater(flow: Flow, outcome: Outcome, request: NestRequest, respons
 @Injectable()
 export class RateLimitGuard implements CanActivate, OnModuleInit {
   /** Each route's level, by controller class, then handler: built once, at startup or on the first request. */
-  private readonly levels = new WeakMap<object, WeakMap<object, Level | undefined>>();
-  private readonly controllerLevels = new WeakMap<object, Level>();
+  private readonly levels = new WeakMap<object, WeakMap<object, readonly Level[]>>();
+  private readonly controllerLevels = new WeakMap<object, readonly Level[]>();
 
   constructor(
     @Inject(FLOODGATE_ROOT) private readonly root: Level,
@@ -132,34 +135,51 @@ export class RateLimitGuard implements CanActivate, OnModuleInit {
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     if (context.getType() !== 'http') return true;
-    const flow = this.levelOf(context.getClass(), context.getHandler())?.flow;
-    if (flow === undefined) return true;
+    const levels = this.levelOf(context.getClass(), context.getHandler());
+    if (levels.length === 0) return true;
     const http = context.switchToHttp();
     const request = http.getRequest<NestRequest>();
     const response = http.getResponse();
-    const outcome = await flow.run([request, context]);
-    if (outcome.kind === 'skip') return true;
-    for (const [name, value] of outcome.headers) this.host.httpAdapter.setHeader(response, name, value);
-    if (outcome.kind === 'pass') {
-      if (flow.mustSettle(outcome)) settleLater(flow, outcome, request, nodeResponse(response));
-      return true;
+    // Several option sets on one route (@RateLimit([...])) are stacked limiters, in order: the first denial answers.
+    for (const { flow } of levels) {
+      if (flow === undefined) continue;
+      const outcome = await flow.run([request, context]);
+      if (outcome.kind === 'skip') continue;
+      for (const [name, value] of outcome.headers) this.host.httpAdapter.setHeader(response, name, value);
+      if (outcome.kind === 'pass') {
+        if (flow.mustSettle(outcome)) settleLater(flow, outcome, request, nodeResponse(response));
+        continue;
+      }
+      if (outcome.custom && flow.handler !== undefined) throw await flow.handler(request, context, outcome.decision);
+      throw new RateLimitedException(outcome);
     }
-    if (outcome.custom && flow.handler !== undefined) throw await flow.handler(request, context, outcome.decision);
-    throw new RateLimitedException(outcome);
+    return true;
   }
 
-  /** The nearest of `@RateLimit()`/`@SkipRateLimit()` wins: handler, then controller, then module. Undefined: skipped. */
-  private levelOf(controller: object, handler: object): Level | undefined {
+  /**
+   * The nearest of `@RateLimit()`/`@SkipRateLimit()` wins: handler, then
+   * controller, then module. Several option sets (`@RateLimit([a, b])`) are
+   * stacked limiters, each over the level above. Empty: skipped.
+   */
+  private levelOf(controller: object, handler: object): readonly Level[] {
     return cached(
       cached(this.levels, controller, () => new WeakMap()),
       handler,
       () => {
-        const own = this.reflector.get<NestRateLimitOptions | false | undefined>(RATE_LIMIT_METADATA, handler as never);
-        const above = this.reflector.get<NestRateLimitOptions | false | undefined>(RATE_LIMIT_METADATA, controller as never);
-        if (own === false || (own === undefined && above === false)) return undefined;
+        type Given = NestRateLimitOptions | readonly NestRateLimitOptions[] | false | undefined;
+        const own = this.reflector.get<Given>(RATE_LIMIT_METADATA, handler as never);
+        const above = this.reflector.get<Given>(RATE_LIMIT_METADATA, controller as never);
+        if (own === false || (own === undefined && above === false)) return [];
         const controllerName = (controller as { name?: string }).name || 'controller';
-        const parent = above ? cached(this.controllerLevels, controller, () => inherit(this.root, above, controllerName)) : this.root;
-        return own ? inherit(parent, own, `${controllerName}.${(handler as { name?: string }).name || 'handler'}`) : parent;
+        const stack = (parent: Level, given: NestRateLimitOptions | readonly NestRateLimitOptions[], name: string): Level[] =>
+          Array.isArray(given)
+            ? given.map((options: NestRateLimitOptions, i) => inherit(parent, options, `${name}#${i + 1}`))
+            : [inherit(parent, given as NestRateLimitOptions, name)];
+        const parents = above ? cached(this.controllerLevels, controller, () => stack(this.root, above, controllerName)) : [this.root];
+        if (!own) return parents;
+        // Under stacked controller limits, a handler's own options build on the module's.
+        const parent = parents.length === 1 ? (parents[0] as Level) : this.root;
+        return stack(parent, own, `${controllerName}.${(handler as { name?: string }).name || 'handler'}`);
       },
     );
   }

@@ -62,8 +62,8 @@ async function startNest(
 
 /** One controller per contract route: its options on @RateLimit, the contract's query parameters in its handler. */
 function routeController(route: Route): Type {
-  if (Array.isArray(route.options)) throw new Error('one @RateLimit() per route: a Nest route has one set of rate-limit options');
-  const options: NestRateLimitOptions = route.options;
+  // Several option sets stack limiters on the route, in order: @RateLimit([a, b]).
+  const options: NestRateLimitOptions | NestRateLimitOptions[] = route.options;
   const Method = route.method === 'POST' ? Post : Get;
   @Controller()
   class RouteController {
@@ -377,7 +377,7 @@ describe.each<Platform>(['express', 'fastify'])('NestJS on %s', (platform) => {
     }
     class BaseController {
       @Get()
-      @RateLimit({ limit: 5, windowMs: 1000, headers: 'draft-7' as never })
+      @RateLimit({ limit: 5, windowMs: 1000, headers: 'draft-9' as never })
       inherited() {}
     }
     @Controller('sub')

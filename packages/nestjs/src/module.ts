@@ -91,7 +91,7 @@ function withRoot(root: Provider, imports: ModuleMetadata['imports'] = []): Dyna
  * send() { ... }
  * ```
  */
-export function RateLimit(options: NestRateLimitOptions = {}): CustomDecorator<string> {
+export function RateLimit(options: NestRateLimitOptions | readonly NestRateLimitOptions[] = {}): CustomDecorator<string> {
   return SetMetadata(RATE_LIMIT_METADATA, options);
 }
 

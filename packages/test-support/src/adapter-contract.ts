@@ -189,6 +189,74 @@ export function adapterContract(adapter: AdapterUnderTest): void {
       );
     });
 
+    it('reports stacked limiters together: the most restrictive in X-RateLimit-*, every policy in RateLimit (draft-8)', async () => {
+      const base = { algorithm: 'fixed-window', windowMs: 60_000, key: () => 'k' };
+      await serve(
+        [
+          {
+            path: '/legacy',
+            options: [
+              { ...base, limit: 100, now: manualClock().now },
+              { ...base, limit: 3, now: manualClock().now },
+            ],
+          },
+          {
+            path: '/draft',
+            options: [
+              { ...base, limit: 100, now: manualClock().now, headers: 'draft-8' },
+              { ...base, limit: 3, now: manualClock().now, headers: 'draft-8' },
+            ],
+          },
+        ],
+        async (get) => {
+          const first = await get('/legacy');
+          expect([first.headers.get('x-ratelimit-limit'), first.headers.get('x-ratelimit-remaining')]).toEqual(['3', '2']);
+          expect(await statuses(get, '/legacy', 2)).toEqual([200, 200]);
+          const denied = await get('/legacy');
+          expect(denied.status).toBe(429);
+          expect([denied.headers.get('x-ratelimit-limit'), denied.headers.get('x-ratelimit-remaining'), denied.headers.get('retry-after')]).toEqual([
+            '3',
+            '0',
+            '60',
+          ]);
+          const draft = await get('/draft');
+          // The second limiter's rule is also called 'default': it is named by its position.
+          expect(draft.headers.get('ratelimit-policy')).toBe('"default";q=100;w=60, "2:default";q=3;w=60');
+          expect(draft.headers.get('ratelimit')).toBe('"default";r=99;t=60, "2:default";r=2;t=60');
+        },
+      );
+    });
+
+    it('answers problem+json denials (problemDetails) and sends draft-10 headers with a partition key, never the key itself', async () => {
+      const base = { algorithm: 'fixed-window', limit: 1, windowMs: 60_000, key: () => 'user-42' };
+      await serve(
+        [
+          { path: '/problem', options: { ...base, now: manualClock().now, problemDetails: true } },
+          { path: '/detail', options: { ...base, now: manualClock().now, problemDetails: true, message: 'Upgrade for more.', headers: 'draft-10' } },
+        ],
+        async (get) => {
+          await (await get('/problem')).arrayBuffer();
+          const denied = await get('/problem');
+          expect(denied.status).toBe(429);
+          expect(denied.headers.get('content-type')).toMatch(/^application\/problem\+json(;|$)/);
+          expect(await denied.json()).toEqual({
+            type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+            title: 'Quota Exceeded',
+            status: 429,
+            detail: 'Too many requests. Retry in 60 seconds.',
+            'violated-policies': ['default'],
+          });
+          const first = await get('/detail');
+          const policy = first.headers.get('ratelimit-policy') ?? '';
+          expect(policy).toMatch(/^"default";q=1;w=60;pk=:[A-Za-z0-9+/]{16}:$/);
+          expect(policy).not.toContain('user-42');
+          expect(first.headers.get('ratelimit')).toMatch(/^"default";r=0;t=60;pk=:[A-Za-z0-9+/]{16}:$/);
+          const detail = await get('/detail');
+          expect((await detail.json()) as Options).toMatchObject({ detail: 'Upgrade for more.', 'violated-policies': ['default'] });
+        },
+      );
+    });
+
     it('answers denials with statusCode and message: text, JSON, a function of the request, or a handler', async () => {
       const base = { algorithm: 'fixed-window', limit: 1, windowMs: 60_000, now: manualClock().now };
       await serve(

@@ -56,6 +56,8 @@ export interface PolicyReport {
    * @defaultValue 'requests' (the draft's default: no `qu` is sent)
    */
   readonly quotaUnit?: 'requests' | 'content-bytes';
+  /** A limiter in shadow mode: its numbers are shown, but its denials deny nothing, so they set no Retry-After. */
+  readonly shadow?: boolean;
 }
 
 /** Structured-field integers have at most 15 digits (RFC 9651, Section 3.3.1). */
@@ -254,8 +256,8 @@ export function draft10Headers(reports: readonly PolicyReport[], names: readonly
 function retryAfter(reports: readonly PolicyReport[], status: number | undefined): Header[] {
   if (status === undefined) return [];
   let longest = -1;
-  for (const { decision } of reports) {
-    if (decision.allowed) continue;
+  for (const { decision, shadow } of reports) {
+    if (decision.allowed || shadow) continue;
     if (!Number.isFinite(decision.retryAfterMs)) return [];
     longest = Math.max(longest, decision.retryAfterMs);
   }

@@ -6,9 +6,10 @@ import { type ConsumeOptions, createLimiter, isUnmeasured, type Limiter } from '
 import { adapterOptionNames, type LimiterOptions, limiterOptionNames, rejectUnknownKeys, ruleShorthandNames } from '../options.js';
 import type { RuleOptions } from '../rules.js';
 import { sleep } from '../sleep.js';
-import { type Header, type HeadersMode, headersModes, rateLimitHeaders } from './headers.js';
+import { type Header, type HeadersMode, headersModes, type PolicyReport, partitionKeys, rateLimitHeaders } from './headers.js';
 import type { KeyFunction } from './keys.js';
 import { type AccessList, compileAccessList } from './lists.js';
+import { problemResponse } from './problem.js';
 
 /** A denial body: a string (sent as text), an object (sent as JSON), or a function of the request (undefined: the default message). */
 export type Message<Args extends unknown[]> = string | object | ((...args: Args) => string | object | undefined | Promise<string | object | undefined>);
@@ -52,8 +53,22 @@ export interface RateLimitOptions<Args extends unknown[], Handler> extends Omit<
   message?: Message<Args>;
   /** Full control of the denial response (headers are already set). */
   handler?: Handler;
-  /** Which rate-limit headers to send. @defaultValue 'legacy' */
+  /**
+   * Which rate-limit headers to send: `'legacy'` (`X-RateLimit-*`), the IETF
+   * drafts `'draft-6'`, `'draft-7'`, `'draft-8'`, `'draft-10'`, `'both'`
+   * (legacy and draft-8), or `false`. Several limiters on one request are
+   * reported together (the most restrictive for one-policy headers, every
+   * policy for draft-8 and draft-10). @defaultValue 'legacy'
+   */
   headers?: HeadersMode;
+  /**
+   * Answer denials with an `application/problem+json` body (RFC 9457) of the
+   * rate-limit draft's problem types: `quota-exceeded` with the
+   * `violated-policies`, or `temporary-reduced-capacity` for the 503 of a
+   * failed store. A string `message` becomes its `detail`, an object's
+   * members are added to it. @defaultValue false
+   */
+  problemDetails?: boolean;
   /** Give the units back when the response status is < 400. */
   skipSuccessfulRequests?: boolean;
   /** Give the units back when the response status is >= 400 or the response failed. */
@@ -72,7 +87,10 @@ export type Outcome =
   | {
       readonly kind: 'pass';
       readonly decision: Decision;
+      /** The rate-limit headers as they stood when this limiter decided (`flow.headersOf(outcome)` recomputes them). */
       readonly headers: Header[];
+      /** What every limiter that decided this request so far reported, this one last: the headers' source. */
+      readonly reports: readonly PolicyReport[];
       /** Set when units were taken, so that `settle` can give them back. */
       readonly taken: { readonly keys: Keys; readonly cost: number; readonly rules: readonly RuleOptions[] | undefined } | undefined;
       /** Set when a concurrency rule leased units: `settle` ends the lease. */
@@ -82,6 +100,7 @@ export type Outcome =
       readonly kind: 'deny';
       readonly decision: Decision;
       readonly headers: Header[];
+      readonly reports: readonly PolicyReport[];
       readonly status: number;
       /** Whether the adapter answers with the custom `handler` (rate-limit denials when one is set), else with body and contentType. */
       readonly custom: boolean;
@@ -104,7 +123,17 @@ export interface RateLimitFlow<Args extends unknown[], Handler> {
   run(args: Args): Promise<Outcome>;
   /** Tells the flow how the response ended (`undefined`: it failed or was cut off): ends leases, refunds as configured. */
   settle(outcome: Outcome, status: number | undefined): void;
+  /**
+   * The rate-limit headers of an outcome as they stand now, over every limiter
+   * that has decided the request since: for adapters that set headers after
+   * the handler ran (a fetch handler wrapped twice), so that the outer one does
+   * not overwrite the inner one's with fewer policies.
+   */
+  headersOf(outcome: Outcome): Header[];
 }
+
+/** What the limiters of a request reported, by request, in the order they decided: stacked limiters' headers are merged. */
+const reportsByRequest = new WeakMap<object, PolicyReport[]>();
 
 const DEFAULT_MESSAGE = 'Too many requests, please try again later.';
 const SKIP: Outcome = Object.freeze({ kind: 'skip' });
@@ -276,6 +305,8 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
     expose: (decision: Decision, ...args: Args) => void;
     /** The client address as the framework sees it, for allow and deny lists. */
     clientIp: (...args: Args) => string | undefined;
+    /** The object that is the same for every middleware of one request (the request, Koa's ctx, Hono's c). @defaultValue the first argument */
+    request?: (...args: Args) => object;
     extraKeys?: readonly string[];
   },
 ): RateLimitFlow<Args, Handler> {
@@ -330,8 +361,13 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
   }
   const headersMode = orDefault<HeadersMode>(options.headers, 'legacy');
   if (!headersModes.includes(headersMode)) {
-    throw new FloodgateError(ErrorCodes.OPTION, `headers must be 'legacy', 'draft-8', 'both' or false, got ${describe(options.headers)}.`);
+    throw new FloodgateError(
+      ErrorCodes.OPTION,
+      `headers must be one of ${headersModes.map((mode) => (mode === false ? 'false' : `'${mode}'`)).join(', ')}, got ${describe(options.headers)}.`,
+    );
   }
+  checkBoolean(options.problemDetails, 'problemDetails');
+  const problemDetails = options.problemDetails === true;
   const message = orDefault<Message<Args>>(options.message, DEFAULT_MESSAGE);
   if (typeof message !== 'string' && typeof message !== 'function' && (typeof message !== 'object' || message === null)) {
     throw new FloodgateError(ErrorCodes.OPTION, `message must be a string, an object (sent as JSON) or a function, got ${describe(options.message)}.`);
@@ -341,7 +377,17 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
   const rulesOf = perRequest ? compileRulesOption<Args>(options, limiter, where) : undefined;
   const cost = orDefault<NonNullable<typeof options.cost>>(options.cost, 1);
   const { skip, shadow = false, skipSuccessfulRequests = false, skipFailedRequests = false } = options;
-  const staticBody = typeof message === 'function' ? undefined : render(message);
+  const staticBody = typeof message === 'function' || problemDetails ? undefined : render(message);
+  const requestOf = adapter.request ?? ((...args: Args) => args[0] as object);
+  /** The reports of the request so far, this limiter's added. */
+  const reportOn = (args: Args, report: PolicyReport): readonly PolicyReport[] => {
+    const request = requestOf(...args);
+    if (typeof request !== 'object' || request === null) return [report];
+    const reports = reportsByRequest.get(request) ?? [];
+    reportsByRequest.set(request, reports);
+    reports.push(report);
+    return reports;
+  };
   const denied = compileAccessList<Args>(options.denyList, 'denyList');
   const allowed = compileAccessList<Args>(options.allowList, 'allowList');
   return {
@@ -359,7 +405,7 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
         const listed = denied(adapter.clientIp(...args), args);
         if (isPromise(listed) ? await listed : listed) {
           adapter.expose(DENY_LISTED, ...args);
-          return { kind: 'deny', decision: DENY_LISTED, headers: [], status: 403, custom: false, ...render(FORBIDDEN_MESSAGE) };
+          return { kind: 'deny', decision: DENY_LISTED, headers: [], reports: [], status: 403, custom: false, ...render(FORBIDDEN_MESSAGE) };
         }
       }
       if (allowed !== undefined) {
@@ -385,25 +431,45 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
       const decision = await limiter.consume(keys, call);
       adapter.expose(decision, ...args);
       const inForce = rules === undefined ? limiter.rules : limiter.rulesFor(rules);
+      const partitions = headersMode === 'draft-10' && decision.storeError === undefined ? await partitionKeys(inForce, keys) : undefined;
+      const reports = reportOn(args, {
+        decision,
+        rules: inForce,
+        decidedAt,
+        ...(partitions === undefined ? {} : { partitionKeys: partitions }),
+        ...(shadow ? { shadow } : {}),
+      });
 
       if (decision.allowed || shadow) {
         if (decision.allowed && decision.delayMs > 0) await sleep(decision.delayMs);
         const taken = decision.allowed && decision.storeError === undefined ? { keys, cost: units, rules } : undefined;
         const lease = decision.leaseId === undefined ? undefined : { keys, leaseId: decision.leaseId, rules };
-        return { kind: 'pass', decision, headers: rateLimitHeaders(decision, headersMode, inForce, decidedAt, undefined), taken, lease };
+        return { kind: 'pass', decision, headers: rateLimitHeaders(reports, headersMode, undefined), reports, taken, lease };
       }
 
       const storeDown = decision.storeError !== undefined && isUnmeasured(decision);
       const status = storeDown ? 503 : statusCode;
-      const headers = rateLimitHeaders(decision, headersMode, inForce, decidedAt, status);
-      if (options.handler !== undefined) return { kind: 'deny', decision, headers, status, custom: true, body: '', contentType: '' };
+      const headers = rateLimitHeaders(reports, headersMode, status);
+      if (options.handler !== undefined) return { kind: 'deny', decision, headers, reports, status, custom: true, body: '', contentType: '' };
       let rendered = staticBody;
-      if (storeDown) rendered = render(STORE_DOWN_MESSAGE);
-      else if (rendered === undefined) {
-        const written = await (message as (...a: Args) => string | object | undefined)(...args);
-        rendered = render(written ?? DEFAULT_MESSAGE);
-      }
-      return { kind: 'deny', decision, headers, status, custom: false, ...rendered };
+      if (rendered === undefined) {
+        const written = storeDown ? STORE_DOWN_MESSAGE : typeof message === 'function' ? await message(...args) : message;
+        if (problemDetails) {
+          const given =
+            written === DEFAULT_MESSAGE || storeDown
+              ? {}
+              : typeof written === 'string'
+                ? { detail: written }
+                : { extensions: written as Record<string, unknown> };
+          rendered = problemResponse(reports, status, written === undefined ? {} : given);
+        } else rendered = render(written ?? DEFAULT_MESSAGE);
+      } else if (storeDown) rendered = render(STORE_DOWN_MESSAGE);
+      return { kind: 'deny', decision, headers, reports, status, custom: false, ...rendered };
+    },
+
+    headersOf(outcome) {
+      if (outcome.kind === 'skip') return [];
+      return rateLimitHeaders(outcome.reports, headersMode, outcome.kind === 'deny' ? outcome.status : undefined);
     },
 
     mustSettle(outcome) {

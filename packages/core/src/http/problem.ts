@@ -80,7 +80,7 @@ export function rateLimitProblem(reports: readonly PolicyReport[], status: numbe
   let retryAfterMs = 0;
   reports.forEach((report, i) => {
     const d = report.decision;
-    if (d.allowed) return;
+    if (d.allowed || report.shadow) return;
     denied = true;
     retryAfterMs = Math.max(retryAfterMs, d.retryAfterMs);
     if (d.storeError !== undefined) return;
