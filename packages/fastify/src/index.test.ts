@@ -59,7 +59,7 @@ function fastifyUnderTest(name: string, Fastify: Fastify, mount: 'per context' |
           }
           // A route's config replaces the plugin's limits (as in @fastify/rate-limit): stacked limits are plugins registered in a context.
           await app.register(async (child) => {
-            for (const each of [options, ...more]) await child.register(rateLimit, each);
+            for (const each of [route.options].flat()) await child.register(rateLimit, each);
             child.route({ method: route.method ?? 'GET', url: route.path, handler: answer });
           });
         }
