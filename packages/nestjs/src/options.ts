@@ -4,9 +4,11 @@ import {
   createRateLimitFlow,
   joinHeader,
   type KeyBy,
+  limiterOptionNames,
   type RateLimitFlow,
   type RateLimitOptions,
   type RequestReader,
+  ruleShorthandNames,
 } from '@floodgate/core/adapter';
 import type { ExecutionContext } from '@nestjs/common';
 
@@ -55,9 +57,9 @@ const reader: RequestReader<NestArgs> = {
  */
 export const keyBy: KeyBy<NestArgs> = createKeyBy(reader);
 
-// The options of createLimiter, and its one-rule shorthand (what `rules` replaces).
-const shorthandOptions = ['name', 'algorithm', 'limit', 'windowMs', 'burst', 'segments', 'mode'];
-const limiterOptions = new Set([...shorthandOptions, 'rules', 'store', 'prefix', 'timeoutMs', 'onStoreError', 'now', 'localDenyCache']);
+// The options of createLimiter, and its one-rule shorthand (what `rules` replaces), as core names them.
+const shorthandOptions = [...ruleShorthandNames];
+const limiterOptions = limiterOptionNames;
 
 /** Something that looks like a limiter: lets options that name none be checked by the flow. */
 const noLimiter = { consume: () => {} } as unknown as Limiter;
