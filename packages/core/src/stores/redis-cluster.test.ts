@@ -9,6 +9,7 @@ import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Limiter } from '../limiter.js';
 import type { LimiterOptions } from '../options.js';
+import type { RuleOptions } from '../rules.js';
 import { LIBRARY } from './redis/library.generated.js';
 import { RedisStore } from './redis-store.js';
 
@@ -119,7 +120,7 @@ describe('RedisStore on a 3-master Redis Cluster', () => {
       { name: 'per-ip', scope: 'ip', algorithm: 'fixed-window', limit: 3, windowMs: 60_000 },
       { name: 'per-user', scope: 'user', algorithm: 'sliding-log', limit: 2, windowMs: 60_000, blockMs: 900_000 },
       { name: 'everyone', scope: 'global', algorithm: 'gcra', limit: 1_000, windowMs: 60_000 },
-    ];
+    ] satisfies RuleOptions[];
     const { limiter, errors } = strictLimiter({ store, now: frozen, prefix, rules });
     // The same calls on one memory store: the decisions a single node makes.
     const memory = createLimiter({ rules, now: frozen });
