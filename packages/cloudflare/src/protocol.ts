@@ -61,6 +61,7 @@ export function ruleOptionsOf(rule: CompiledRule): RuleOptions {
     if (field === 'burst' && !BUCKETS.has(rule.algorithm)) continue;
     if (field === 'segments' && rule.algorithm !== 'sliding-window') continue;
     if (field === 'mode' && rule.algorithm !== 'leaky-bucket') continue;
+    if ((field === 'blockMs' || field === 'maxBlockMs') && value === 0) continue; // 0: the rule blocks nobody
     options[field] = value;
   }
   return options as unknown as RuleOptions;
@@ -93,6 +94,11 @@ export function decodeVerdict(numbers: unknown): Omit<Verdict, 'ttlMs'> | undefi
     resetMs: resetMs as number,
     remainingNow: remainingNow as number,
     resetMsNow: resetMsNow as number,
+    // No blocks in a Durable Object yet: the store refuses rules with blockMs.
+    blockLeftMs: 0,
+    blockMs: 0,
+    strike: 0,
+    blockStarted: false,
   };
 }
 

@@ -187,6 +187,14 @@ export class DurableObjectStore implements Store {
   private prepare(ruleSet: RuleSet): Prepared {
     let prepared = this.prepared.get(ruleSet);
     if (prepared === undefined) {
+      const blocking = ruleSet.rules.find((rule) => rule.blockMs > 0);
+      if (blocking !== undefined) {
+        // Refused rather than ignored: a block that silently never starts would let a breach through.
+        throw new FloodgateError(
+          ErrorCodes.OPTION,
+          `DurableObjectStore does not keep blocks yet: rule '${blocking.name}' has blockMs. Use the MemoryStore or a RedisStore (Upstash works from Workers) for rules with blockMs.`,
+        );
+      }
       // As MemoryStore's tables: state is found by what shapes it (rule name, algorithm, state size),
       // so a hot update that keeps a rule's name and algorithm keeps its keys' state.
       prepared = {

@@ -1,6 +1,8 @@
 -- The operations of one call, over every rule of it. Consume reads every
 -- rule, and writes only when every rule admits the call: a denied call leaves
--- every key as it was.
+-- every key as it was, but for the blocks it starts (rules with blockMs whose
+-- own numbers deny it). Deny (a Cluster's slots after one that denied a
+-- call) reads like consume, records nothing, and starts the same blocks.
 
 local function call(keys, args, read_only)
   local op, clock, cost, lease = args[1], clock_of(args[2]), integer(args[3]), args[4]
@@ -13,17 +15,35 @@ local function call(keys, args, read_only)
   local rules = {}
   for i = 1, #keys do rules[i] = rule_of(args[4 + i]) end
 
-  if op == 'consume' or op == 'peek' then
-    local states, admitted = {}, true
+  if op == 'consume' or op == 'peek' or op == 'deny' then
+    local states, helds, own, lefts, admitted = {}, {}, {}, {}, true
     for i = 1, #keys do
       local rule = rules[i]
-      states[i] = rule.algorithm.read(keys[i], rule, clock)
-      if not rule.algorithm.admits(rule, states[i], cost) then admitted = false end
+      states[i], helds[i] = rule.algorithm.read(keys[i], rule, clock)
+      own[i] = rule.algorithm.admits(rule, states[i], cost)
+      lefts[i] = block_left(helds[i] and helds[i].block, clock)
+      if not own[i] or lefts[i] > 0 then admitted = false end
     end
     local reply = { admitted and 1 or 0 }
-    for i = 1, #keys do rules[i].algorithm.view(rules[i], states[i], cost, clock, reply) end
+    for i = 1, #keys do
+      local rule = rules[i]
+      rule.algorithm.view(rule, states[i], cost, clock, reply)
+      if rule.algorithm.block then
+        -- The block: ms it holds the key, and the length and strike of the one remembered (0s: none).
+        local block = helds[i] and helds[i].block
+        reply[#reply + 1] = lefts[i]
+        reply[#reply + 1] = block and block.length or 0
+        reply[#reply + 1] = block and block.strike or 0
+      end
+    end
     if admitted and op == 'consume' then
-      for i = 1, #keys do rules[i].algorithm.write(keys[i], rules[i], states[i], cost, clock, lease) end
+      for i = 1, #keys do rules[i].algorithm.write(keys[i], rules[i], states[i], cost, clock, lease, helds[i]) end
+    elseif not admitted and op ~= 'peek' then
+      for i = 1, #keys do
+        local held = helds[i]
+        local block = block_started(rules[i], held and held.block, lefts[i], own[i], cost, clock)
+        if block then rules[i].algorithm.block(keys[i], held, block, clock) end
+      end
     end
     return reply
   end
@@ -32,6 +52,7 @@ local function call(keys, args, read_only)
   -- rules; undo (a call admitted in one slot of a Cluster while another slot
   -- denied it): both.
   if op ~= 'refund' and op ~= 'release' and op ~= 'undo' then fail('ARG unknown op ' .. tostring(op)) end
+  -- A refund leaves blocks as they are: only reset lifts them.
   for i = 1, #keys do
     local rule = rules[i]
     if op ~= 'release' then rule.algorithm.refund(keys[i], rule, clock, cost) end

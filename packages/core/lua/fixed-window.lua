@@ -1,17 +1,19 @@
 -- Mirrors src/algorithms/fixed-window.ts. The key holds the count and
--- expires when its window ends, so its TTL tells when that is: a call in a window the key already holds reads no clock
--- and is one INCRBY, which keeps the expiry.
+-- expires when its window ends, so its TTL tells when that is: a call in a
+-- window the key already holds reads no clock and is one INCRBY, which keeps
+-- the expiry (unless the key also holds a block: see prelude.lua).
 -- View: count, ms to the window's end.
 ALGORITHMS.fw = {
   -- fw:<limit>:<windowMs>
-  rule = function(f) return { limit = f[2], window = f[3] } end,
+  rule = function(f) return { limit = f[2], window = f[3], capacity = f[2] } end,
 
+  -- The state, and the key as read_string holds it (for its block).
   read = function(key, rule, clock)
-    local count = integer(get_string(key))
-    if not count then return nil end
-    local ttl = ttl_of(key, clock)
-    if not ttl then return nil end
-    return { count = count, ms_to_end = ttl }
+    local held = read_string(key, 'fw', clock)
+    if not held then return nil end
+    local count = integer(held.raw)
+    if not (count and held.ttl) then return nil, held end
+    return { count = count, ms_to_end = held.ttl }, held
   end,
 
   admits = function(rule, state, cost)
@@ -28,21 +30,27 @@ ALGORITHMS.fw = {
     end
   end,
 
-  write = function(key, rule, state, cost, clock)
-    if state then
+  write = function(key, rule, state, cost, clock, lease, held)
+    if state and not held.suffixed then
       redis.call('INCRBY', key, cost)
+    elseif state then
+      store_held(key, fmt(state.count + cost), state.ms_to_end, held, clock)
     else
-      store(key, cost, rule.window - now_of(clock) % rule.window, clock)
+      store_held(key, fmt(cost), rule.window - now_of(clock) % rule.window, held, clock)
     end
   end,
 
   refund = function(key, rule, clock, cost)
-    local state = ALGORITHMS.fw.read(key, rule, clock)
-    if not state then return forget_ended(key, clock) end
+    local state, held = ALGORITHMS.fw.read(key, rule, clock)
+    if not state then return refund_nothing(key, held, clock) end
     if state.count <= cost then
-      redis.call('DEL', key)
-    else
+      drop_state(key, held, clock)
+    elseif not held.suffixed then
       redis.call('DECRBY', key, cost)
+    else
+      store_held(key, fmt(state.count - cost), state.ms_to_end, held, clock)
     end
   end,
+
+  block = function(key, held, block, clock) block_string(key, 'fw', held, block, clock) end,
 }

@@ -3,7 +3,8 @@
 -- for `burst` tokens of `unit` units each. The key holds
 -- "level:unitsPerToken:unitsPerMs" as of the time it was written, and expires
 -- when that level has drained: ceil(level / unitsPerMs) ms after it was
--- written. Its TTL tells how long ago that was. Read under another rule, the
+-- written. Its TTL tells how long ago that was (or, on a key that also holds
+-- a block, the state's end: see prelude.lua). Read under another rule, the
 -- level drains at the rate it was written with and is then re-expressed in
 -- the reader's units, so it ends with its key whichever rule reads it.
 -- View: the level now.
@@ -25,31 +26,30 @@ end
 local meter = {
   -- m:<burst>:<unitsPerToken>:<unitsPerMs>
   rule = function(f, spec)
-    return { burst = f[2], unit = f[3], per_ms = f[4], room = f[2] * f[3], tag = string.sub(spec, #fmt(f[2]) + 4) }
+    return { burst = f[2], unit = f[3], per_ms = f[4], room = f[2] * f[3], tag = string.sub(spec, #fmt(f[2]) + 4), capacity = f[2] }
   end,
 
+  -- The state, and the key as read_string holds it (for its block).
   read = function(key, rule, clock)
-    local raw = get_string(key)
-    if not raw then return nil end
-    local level, tag = string.match(raw, '^(%d+):(.+)$')
+    local held = read_string(key, 'm', clock)
+    if not (held and held.raw and held.ttl) then return nil, held end
+    local level, tag = string.match(held.raw, '^(%d+):(.+)$')
     level = integer(level)
-    if not level then return nil end
+    if not level then return nil, held end
     local unit, per_ms = rule.unit, rule.per_ms
     if tag ~= rule.tag then
       -- Written under other numbers: read them (parsing is dearer than comparing).
       unit, per_ms = string.match(tag, '^(%d+):(%d+)$')
       unit, per_ms = integer(unit), integer(per_ms)
-      if not (unit and per_ms) or unit == 0 or per_ms == 0 then return nil end
+      if not (unit and per_ms) or unit == 0 or per_ms == 0 then return nil, held end
     end
-    local ttl = ttl_of(key, clock)
-    if not ttl then return nil end
     -- ms since the key was written; less than 0 when the clock went back: the
     -- state then counts from its own, later time, and time stands still for it.
-    local elapsed = math.ceil(level / per_ms) - ttl
+    local elapsed = math.ceil(level / per_ms) - held.ttl
     local ahead = 0
     if elapsed < 0 then ahead, elapsed = -elapsed, 0 end
     -- Drained at the rate it was written with, then in this rule's units.
-    return { level = rescale(rule, drain(level, elapsed, per_ms), unit), ahead = ahead }
+    return { level = rescale(rule, drain(level, elapsed, per_ms), unit), ahead = ahead }, held
   end,
 
   admits = function(rule, state, cost)
@@ -62,24 +62,26 @@ local meter = {
 }
 
 -- Stores `level` as of the state's time (`ahead` ms from now), kept until it has drained.
-local function meter_store(key, rule, level, ahead, clock)
-  store(key, fmt(level) .. ':' .. rule.tag, ahead + math.ceil(level / rule.per_ms), clock)
+local function meter_store(key, rule, level, ahead, held, clock)
+  store_held(key, fmt(level) .. ':' .. rule.tag, ahead + math.ceil(level / rule.per_ms), held, clock)
 end
 
-meter.write = function(key, rule, state, cost, clock)
+meter.write = function(key, rule, state, cost, clock, lease, held)
   local level = state and state.level or 0
-  meter_store(key, rule, level + cost * rule.unit, state and state.ahead or 0, clock)
+  meter_store(key, rule, level + cost * rule.unit, state and state.ahead or 0, held, clock)
 end
 
 meter.refund = function(key, rule, clock, cost)
-  local state = meter.read(key, rule, clock)
-  if not state then return forget_ended(key, clock) end
+  local state, held = meter.read(key, rule, clock)
+  if not state then return refund_nothing(key, held, clock) end
   local level = state.level - cost * rule.unit
   if level <= 0 then
-    redis.call('DEL', key)
+    drop_state(key, held, clock)
   else
-    meter_store(key, rule, level, state.ahead, clock)
+    meter_store(key, rule, level, state.ahead, held, clock)
   end
 end
+
+meter.block = function(key, held, block, clock) block_string(key, 'm', held, block, clock) end
 
 ALGORITHMS.m = meter

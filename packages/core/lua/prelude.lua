@@ -8,11 +8,11 @@
 -- One call decides every rule of a limiter call, all or nothing:
 --   KEYS    one key per rule
 --   ARGV    op, now ('' = Redis's own clock), cost, lease id, then one rule
---           spec per key (see RedisStore and src/stores/redis/specs.ts)
---   reply   consume and peek: { admitted (1 or 0), then each rule's view }:
---           the numbers the rule's state stands for now, from which the
---           TypeScript side works out every field of the decision with the
---           memory store's own arithmetic; the other operations: {}.
+--           spec per key (see src/stores/redis/views.ts)
+--   reply   consume, peek and deny: { admitted (1 or 0), then each rule's
+--           view }: the numbers the rule's state stands for now, from which
+--           the TypeScript side works out every field of the decision with
+--           the memory store's own arithmetic; the other operations: {}.
 --
 -- State: a key's value holds what its expiry cannot tell, and the expiry
 -- (absolute, on the clock that decides) is part of the state. On Redis's own
@@ -132,18 +132,154 @@ end
 -- without was written by someone else and is not to be trusted.
 local function expires(key) return redis.call('PTTL', key) >= 0 end
 
--- Rules arrive as spec strings ("fw:100:60000"). Each is parsed once and
--- kept while the library is loaded: turning text into a number costs about
--- as much as a Redis command. Bounded: rules are the application's, not its
--- clients', but a limiter with rules per call could bring many.
+-- Blocks (rule options blockMs and maxBlockMs; src/algorithms/block.ts). A
+-- block lives in the rule's own key, beside the algorithm's state, as
+-- absolute times on the clock that decides: `ends` (its first ms without
+-- it), its length, its strike, and `forget` (its first ms forgotten:
+-- escalation remembers a block until then). The key's expiry covers both the
+-- state and the block, so it no longer tells when the state ends:
+--   a string state   "<state>|<algorithm>:<stateEnd>:<ends>:<length>:<strike>:<forget>",
+--                    stateEnd being when the state ends (0: there is none);
+--   a sorted set     the member "!<ends>:<length>:<strike>:<forget>", scored
+--                    -inf: below every time, so out of every range of times.
+-- A key holds no block unless one of its rules has blockMs. A block no
+-- longer remembered is dropped the next time the key's state is written.
+
+local function block_of(text)
+  local ends, length, strike, forget = string.match(text or '', '^(%d+):(%d+):(%d+):(%d+)$')
+  ends, length, strike, forget = integer(ends), integer(length), integer(strike), integer(forget)
+  if not (ends and length and strike and forget) or length == 0 or strike == 0 then return nil end
+  return { ends = ends, length = length, strike = strike, forget = forget }
+end
+
+local function block_text(block)
+  return fmt(block.ends) .. ':' .. fmt(block.length) .. ':' .. fmt(block.strike) .. ':' .. fmt(block.forget)
+end
+
+-- The block if it is still remembered now, else nil.
+local function remembered(block, clock)
+  if block and now_of(clock) < block.forget then return block end
+  return nil
+end
+
+-- ms the block holds the key from now (0 once it has ended); never more than
+-- its length: a clock that went back stands still at its start.
+local function block_left(block, clock)
+  if not block then return 0 end
+  local now = now_of(clock)
+  if now >= block.ends then return 0 end
+  return math.min(block.ends - now, block.length)
+end
+
+-- The block a denied consume starts under `rule`, or nil: the rule has
+-- blockMs, its own numbers deny (`own` false, no block holds: `left` 0), and
+-- the call could pass some day. Escalation doubles the last block remembered.
+local function block_started(rule, block, left, own, cost, clock)
+  if rule.block_ms == 0 or own or left > 0 or cost > rule.capacity then return nil end
+  local length, strike = rule.block_ms, 1
+  if rule.max_block_ms > 0 and block then
+    length = math.min(math.max(2 * block.length, rule.block_ms), rule.max_block_ms)
+    strike = block.strike + 1
+  end
+  local ends = now_of(clock) + length
+  return { ends = ends, length = length, strike = strike, forget = ends + rule.max_block_ms }
+end
+
+-- A string key as its algorithm `tag` reads it: the state's text (`raw`),
+-- ms until the state ends (`ttl`: nil when it holds none, or it has ended),
+-- and its block while remembered; nil for a missing key or one of another
+-- type.
+local function read_string(key, tag, clock)
+  local raw = get_string(key)
+  if not raw then return nil end
+  local bar = string.find(raw, '|', 1, true)
+  if not bar then return { tag = tag, raw = raw, ttl = ttl_of(key, clock), key = key } end
+  local held = { tag = tag, suffixed = true }
+  local written_by, state_end, block = string.match(string.sub(raw, bar + 1), '^(%a+):(%d+):(.*)$')
+  state_end, block = integer(state_end), block_of(block)
+  -- Another algorithm's key, or one that reads as nothing: no state, no block.
+  if written_by ~= tag or not (state_end and block) or not ttl_of(key, clock) then return held end
+  local now = now_of(clock)
+  held.block = remembered(block, clock)
+  held.raw, held.state_end = string.sub(raw, 1, bar - 1), state_end
+  if state_end > now then held.ttl = state_end - now end
+  return held
+end
+
+-- When the state read ends (absolute; perhaps already past, on a caller's
+-- clock that went back), or 0 when there is none.
+local function state_end_of(held, clock)
+  if not (held and held.raw and held.raw ~= '') then return 0 end
+  if held.suffixed then return held.state_end end
+  if held.ttl then return now_of(clock) + held.ttl end
+  if clock.server then return 0 end -- on Redis's own clock an ended key is gone
+  return math.max(redis.call('PEXPIRETIME', held.key), 0)
+end
+
+-- Stores a string state that ends `ms` from now (at least 1), with the key's
+-- block while it is remembered.
+local function store_held(key, value, ms, held, clock)
+  local block = held and held.block
+  if not block then return store(key, value, ms, clock) end
+  local now = now_of(clock)
+  store(key, value .. '|' .. held.tag .. ':' .. fmt(now + ms) .. ':' .. block_text(block), math.max(ms, block.forget - now), clock)
+end
+
+-- Forgets a string key's state; the key stays for its block while remembered.
+local function drop_state(key, held, clock)
+  local block = held and held.block
+  if not block then return redis.call('DEL', key) end
+  store(key, '|' .. held.tag .. ':0:' .. block_text(block), block.forget - now_of(clock), clock)
+end
+
+-- Writes a block on a string key, its state as it was (also one that has
+-- ended: a caller's clock may go back to find it, as in the memory store).
+local function block_string(key, tag, held, block, clock)
+  local state_end = state_end_of(held, clock)
+  local raw = state_end > 0 and held.raw or ''
+  local now = now_of(clock)
+  store(key, raw .. '|' .. tag .. ':' .. fmt(state_end) .. ':' .. block_text(block), math.max(state_end, block.forget) - now, clock)
+end
+
+-- A refund that finds no state to give back to: forgets a key whose state
+-- and block have ended (see forget_ended), and an ended state beside a
+-- block still remembered, as the memory store forgets them.
+local function refund_nothing(key, held, clock)
+  if held and held.block and held.raw and held.raw ~= '' then return drop_state(key, held, clock) end
+  forget_ended(key, clock)
+end
+
+-- The block member of a sorted set: its name if the set has one (remembered
+-- or not), and its block while remembered.
+local function zset_block(key, clock)
+  local lowest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if lowest[2] ~= '-inf' or string.sub(lowest[1], 1, 1) ~= '!' then return {} end
+  return { member = lowest[1], block = remembered(block_of(string.sub(lowest[1], 2)), clock) }
+end
+
+-- Writes a block on a sorted set, its members as they were.
+local function block_zset(key, held, block, clock)
+  if redis.call('EXISTS', key) == 1 and not is_zset(key) then redis.call('DEL', key) end
+  if held and held.member then redis.call('ZREM', key, held.member) end
+  redis.call('ZADD', key, '-inf', '!' .. block_text(block))
+  keep(key, math.max(ttl_of(key, clock) or 0, block.forget - now_of(clock)), clock)
+end
+
+-- Rules arrive as spec strings ("fw:100:60000", then "|<blockMs>:<maxBlockMs>"
+-- for a rule that blocks). Each is parsed once and kept while the library is
+-- loaded: turning text into a number costs about as much as a Redis command.
+-- Bounded: rules are the application's, not its clients', but a limiter with
+-- rules per call could bring many.
 local RULES = {}
 local rule_count = 0
 
 local function rule_of(spec)
   local rule = RULES[spec]
   if rule then return rule end
+  local bar = string.find(spec, '|', 1, true)
+  local shape = bar and string.sub(spec, 1, bar - 1) or spec
   local fields = {}
-  for field in string.gmatch(spec, '[^:]+') do
+  for field in string.gmatch(shape, '[^:]+') do
     if #fields == 0 then
       fields[1] = field
     else
@@ -154,8 +290,17 @@ local function rule_of(spec)
   end
   local algorithm = ALGORITHMS[fields[1]]
   if not algorithm then fail('ARG unknown rule spec ' .. spec) end
-  rule = algorithm.rule(fields, spec)
+  rule = algorithm.rule(fields, shape)
   rule.algorithm = algorithm
+  rule.block_ms, rule.max_block_ms = 0, 0
+  if bar then
+    local block_ms, max_block_ms = string.match(string.sub(spec, bar + 1), '^(%d+):(%d+)$')
+    block_ms, max_block_ms = integer(block_ms), integer(max_block_ms)
+    if not (block_ms and max_block_ms) or block_ms == 0 or (max_block_ms > 0 and max_block_ms < block_ms) or not algorithm.block then
+      fail('ARG bad rule spec ' .. spec)
+    end
+    rule.block_ms, rule.max_block_ms = block_ms, max_block_ms
+  end
   if rule_count >= 1000 then
     RULES = {}
     rule_count = 0

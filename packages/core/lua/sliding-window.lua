@@ -2,7 +2,7 @@
 -- "segmentMs:c0:...:cS", the counts of the newest counted segment and the S
 -- before it (oldest first), and expires when the newest count leaves the
 -- window: at that segment's end + windowMs. Its TTL tells where that segment
--- lies from now.
+-- lies from now (or, on a key that also holds a block, the state's end).
 -- View: the phase (ms into the current segment), then c0..cS as seen from it.
 
 -- The counts and phase a stored state stands for now, and ms to the current segment's end.
@@ -31,29 +31,29 @@ local sliding_window = {
   -- sw:<limit>:<windowMs>:<segments>
   rule = function(f)
     local seg_ms = f[3] / f[4]
-    return { limit = f[2], window = f[3], segments = f[4], seg_ms = seg_ms, tag = fmt(seg_ms) }
+    return { limit = f[2], window = f[3], segments = f[4], seg_ms = seg_ms, tag = fmt(seg_ms), capacity = f[2] }
   end,
 
+  -- The state, and the key as read_string holds it (for its block); and
+  -- whether the key counts on another grid (another segment length).
   read = function(key, rule, clock)
-    local raw = get_string(key)
-    if not raw then return nil end
+    local held = read_string(key, 'sw', clock)
+    if not (held and held.raw) then return nil, held end
     local counts = {}
     local n = -1 -- counts[0..S]; the first field is the segment length
-    for field in string.gmatch(raw, '[^:]+') do
+    for field in string.gmatch(held.raw, '[^:]+') do
       if n == -1 then
-        if field ~= rule.tag then return nil, true end -- another segment length: another grid
+        if field ~= rule.tag then return nil, held, true end -- another segment length: another grid
       else
         local count = integer(field)
-        if not count then return nil end
+        if not count then return nil, held end
         counts[n] = count
       end
       n = n + 1
     end
-    if n ~= rule.segments + 1 then return nil end
-    local ttl = ttl_of(key, clock)
-    if not ttl then return nil end
-    local seen, phase, ends_in = sw_seen(rule, counts, ttl)
-    return { counts = seen, phase = phase, ends_in = ends_in }
+    if n ~= rule.segments + 1 or not held.ttl then return nil, held end
+    local seen, phase, ends_in = sw_seen(rule, counts, held.ttl)
+    return { counts = seen, phase = phase, ends_in = ends_in }, held
   end,
 
   admits = function(rule, state, cost)
@@ -76,13 +76,13 @@ local sliding_window = {
 }
 
 -- Stores counts whose newest (counts[S]) is the segment ending `ends_in` ms from now.
-local function sw_store(key, rule, counts, ends_in, clock)
+local function sw_store(key, rule, counts, ends_in, held, clock)
   local fields = { rule.tag }
   for i = 0, rule.segments do fields[i + 2] = fmt(counts[i]) end
-  store(key, table.concat(fields, ':'), ends_in + rule.window, clock)
+  store_held(key, table.concat(fields, ':'), ends_in + rule.window, held, clock)
 end
 
-sliding_window.write = function(key, rule, state, cost, clock)
+sliding_window.write = function(key, rule, state, cost, clock, lease, held)
   local counts, ends_in
   if state then
     counts, ends_in = state.counts, state.ends_in
@@ -91,17 +91,16 @@ sliding_window.write = function(key, rule, state, cost, clock)
     for i = 0, rule.segments do counts[i] = 0 end
   end
   counts[rule.segments] = counts[rule.segments] + cost
-  sw_store(key, rule, counts, ends_in, clock)
+  sw_store(key, rule, counts, ends_in, held, clock)
 end
 
 -- Gives units back from the newest segment first, where the call was most
 -- likely counted. The state is then anchored at its newest segment that
 -- still counts something, which sets when it expires.
 sliding_window.refund = function(key, rule, clock, cost)
-  local state, other_grid = sliding_window.read(key, rule, clock)
-  -- Counted on another grid (a plan with another window): nothing of this rule's to give back, and not its to forget.
-  if other_grid then return end
-  if not state then return forget_ended(key, clock) end
+  local state, held, foreign = sliding_window.read(key, rule, clock)
+  if foreign then return end -- nothing of this rule's to give back, and nothing to forget: as the memory store
+  if not state then return refund_nothing(key, held, clock) end
   local S, counts = rule.segments, state.counts
   local left = cost
   for i = S, 0, -1 do
@@ -116,13 +115,12 @@ sliding_window.refund = function(key, rule, clock, cost)
       break
     end
   end
-  if newest < 0 then
-    redis.call('DEL', key)
-    return
-  end
+  if newest < 0 then return drop_state(key, held, clock) end
   local anchored = {}
   for i = 0, S do anchored[i] = counts[i - (S - newest)] or 0 end
-  sw_store(key, rule, anchored, state.ends_in - (S - newest) * rule.seg_ms, clock)
+  sw_store(key, rule, anchored, state.ends_in - (S - newest) * rule.seg_ms, held, clock)
 end
+
+sliding_window.block = function(key, held, block, clock) block_string(key, 'sw', held, block, clock) end
 
 ALGORITHMS.sw = sliding_window

@@ -4,7 +4,9 @@ import type { RuleDecision } from './stores/types.js';
  * What `consume` and `peek` return, and what adapters expose on the request.
  * The top-level numbers are those of the binding rule: when denied, the
  * denying rule with the largest `retryAfterMs`; when allowed, the rule with
- * the smallest `remaining` (the first one on ties).
+ * the smallest `remaining` (the first one on ties). So is `blocked`: set when
+ * the binding rule holds the key blocked (`blockMs`); `rules[i].blocked`
+ * tells each rule's own.
  */
 export interface Decision extends Omit<RuleDecision, 'name' | 'scope'> {
   /** Whether every rule admits the call. `limit`, `remaining`, `resetMs` and `retryAfterMs` are the binding rule's; `delayMs` is the largest delay of all rules. */
@@ -32,7 +34,7 @@ export function combine(rules: RuleDecision[]): Decision {
     const r = rules[i] as RuleDecision;
     if (allowed ? r.remaining < binding.remaining : !r.allowed && (binding.allowed || r.retryAfterMs > binding.retryAfterMs)) binding = r;
   }
-  return {
+  const decision: Decision = {
     allowed,
     limit: binding.limit,
     remaining: binding.remaining,
@@ -42,4 +44,6 @@ export function combine(rules: RuleDecision[]): Decision {
     rule: binding.name,
     rules,
   };
+  if (binding.blocked !== undefined) decision.blocked = binding.blocked;
+  return decision;
 }

@@ -25,17 +25,26 @@ function counting(store: Store) {
   return { store: wrapped, calls };
 }
 
-const rules = fc
-  .array(fc.constantFrom(...algorithmNames), { minLength: 1, maxLength: 3 })
-  .chain((names) =>
-    fc.tuple(
-      ...names.map((algorithm, i) =>
-        fc
-          .record({ limit: fc.integer({ min: 1, max: 8 }), windowMs: fc.integer({ min: 60_000, max: 600_000 }) })
-          .map(({ limit, windowMs }): RuleOptions => ({ name: `r${i}`, algorithm, limit, windowMs })),
-      ),
+const rules = fc.array(fc.constantFrom(...algorithmNames), { minLength: 1, maxLength: 3 }).chain((names) =>
+  fc.tuple(
+    ...names.map((algorithm, i) =>
+      fc
+        .record({
+          limit: fc.integer({ min: 1, max: 8 }),
+          windowMs: fc.integer({ min: 60_000, max: 600_000 }),
+          // Blocks too (not on concurrency): a cached denial must end with its block, not before, not after.
+          block: fc.option(fc.record({ blockMs: fc.integer({ min: 1_000, max: 300_000 }), escalation: fc.integer({ min: 0, max: 4 }) }), { freq: 2 }),
+        })
+        .map(({ limit, windowMs, block }): RuleOptions => {
+          const blocking =
+            block === null || algorithm === 'concurrency'
+              ? {}
+              : { blockMs: block.blockMs, ...(block.escalation > 0 ? { maxBlockMs: block.blockMs * 2 ** block.escalation } : {}) };
+          return { name: `r${i}`, algorithm, limit, windowMs, ...blocking };
+        }),
     ),
-  );
+  ),
+);
 
 const calls = fc.array(
   fc.record({
@@ -75,6 +84,8 @@ describe.each([
           expect([expected.storeError, got.storeError]).toEqual([undefined, undefined]); // decided by the store, both
           expect(got.allowed).toBe(expected.allowed);
           if (!got.allowed) expect(got.retryAfterMs).toBe(expected.retryAfterMs);
+          // A call the cache answers starts no block: nor would the store have started one.
+          expect(got.rules.some((r) => r.blocked?.started)).toBe(expected.rules.some((r) => r.blocked?.started));
         }
         saved += trace.filter((c) => !c.refund).length - counted.calls.consume;
       }),

@@ -22,4 +22,4 @@ export { type AlgorithmName, algorithms, type CompiledRule, type RuleOptions } f
 export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store.js';
 export type { Reply } from './stores/redis/connection.js';
 export { type IoRedisLike, type NodeRedisLike, type RedisClient, RedisStore, type RedisStoreOptions, type UpstashLike } from './stores/redis-store.js';
-export type { Awaitable, RuleDecision, RuleSet, Store, StoreKeys } from './stores/types.js';
+export type { Awaitable, BlockedInfo, RuleDecision, RuleSet, Store, StoreKeys } from './stores/types.js';

@@ -624,6 +624,7 @@ it('fuzzed options that build are taken exactly as given: no option is dropped o
         ...(['token-bucket', 'leaky-bucket', 'gcra'].includes(algorithm) ? { burst: sometimes(fc.integer({ min: 1, max: 50 })) } : {}),
         ...(algorithm === 'sliding-window' ? { segments: sometimes(valid(1, 2, 4, 10)) } : {}),
         ...(algorithm === 'leaky-bucket' ? { mode: sometimes(valid('police', 'shape')) } : {}),
+        ...(algorithm === 'concurrency' ? {} : { blockMs: sometimes(valid(1, 60_000, 900_000)), maxBlockMs: sometimes(valid(900_000, 86_400_000)) }),
       },
       { requiredKeys: ['limit', 'windowMs'] },
     ),
@@ -652,7 +653,7 @@ it('fuzzed options that build are taken exactly as given: no option is dropped o
       }
       built++;
       const rules = 'rules' in given ? (given.rules as Record<string, unknown>[]) : [given as Record<string, unknown>];
-      const fields = ['name', 'algorithm', 'limit', 'windowMs', 'burst', 'segments', 'mode'] as const;
+      const fields = ['name', 'algorithm', 'limit', 'windowMs', 'burst', 'segments', 'mode', 'blockMs', 'maxBlockMs'] as const;
       rules.forEach((r, i) => {
         for (const field of fields) if (r[field] !== undefined) expect(config.rules[i]?.[field], field).toBe(r[field]);
       });

@@ -30,6 +30,13 @@ export interface LimiterEvents {
    * is how long the call took to fail (timeoutMs for a store that did not answer).
    */
   error: { key: Keys; error: Error; operation: StoreOperation; decision?: Decision; latencyMs: number };
+  /**
+   * A call started a block: a rule with `blockMs` denied it. One event per
+   * rule that started one (each denying rule with blockMs does). `blockMs`
+   * is this block's length (with escalation, `strike` tells which block in a
+   * row it is); `until` is when it ends, on the limiter's clock.
+   */
+  blocked: { key: Keys; scope: string; rule: string; blockMs: number; until: number; strike: number; decision: Decision };
 }
 
 /** The limiter call a store error happened in. */
@@ -392,7 +399,25 @@ class RateLimiter implements Limiter {
       if (decision.allowed || active.leasing) this.denials.forget(denialKey(active, ids));
       else this.denials.remember(denialKey(active, ids), cost, decision, now);
     }
+    if (!decision.allowed && this.events.has('blocked')) this.reportBlocks(keys, decision, now);
     return this.report(keys, decision, started);
+  }
+
+  /** Emits 'blocked' for each rule whose block this denial started. */
+  private reportBlocks(keys: Keys, decision: Decision, now: number): void {
+    for (const r of decision.rules) {
+      const block = r.blocked;
+      if (block === undefined || !block.started) continue;
+      this.events.emit('blocked', {
+        key: keys,
+        scope: r.scope,
+        rule: r.name,
+        blockMs: block.blockMs,
+        until: now + block.blockMs,
+        strike: block.strike,
+        decision,
+      });
+    }
   }
 
   private consumeFailed(keys: Keys, ids: StoreKeys, error: unknown, active: Active, cost: number, started: number): Promise<Decision> {

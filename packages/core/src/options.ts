@@ -54,7 +54,7 @@ export interface LimiterConfiguration {
   prefixGiven: boolean;
 }
 
-const shorthandKeys = ['name', 'algorithm', 'limit', 'windowMs', 'burst', 'segments', 'mode', 'scope'] as const;
+const shorthandKeys = ['name', 'algorithm', 'limit', 'windowMs', 'burst', 'segments', 'mode', 'scope', 'blockMs', 'maxBlockMs'] as const;
 /**
  * The options that describe one rule in shorthand (createLimiter's own, or
  * updateRules'): replaced as a whole by `rules`, and the other way round.
@@ -133,6 +133,7 @@ const knownAliases: Record<string, string> = {
   execEvenly: "use algorithm: 'leaky-bucket' with mode: 'shape'",
   limiter: "to share a limiter pass it to the adapter's rateLimit({ limiter }); createLimiter takes rules",
   timeout: "Floodgate calls it 'timeoutMs'",
+  blockDuration: "Floodgate calls it 'blockMs' (milliseconds, not seconds), a rule option",
 };
 
 /** Throws ERR_FG_UNKNOWN_OPTION for a key outside `allowed`, with a hint where one helps. */

@@ -33,6 +33,22 @@ export interface RuleOptions {
    * `-`, starting with a letter, at most 32. @defaultValue `'key'`
    */
   scope?: string;
+  /**
+   * Once this rule denies a call, deny the key for this many ms from that
+   * denial, whatever the rule's own numbers say (five failed logins, then
+   * nothing for 15 minutes). Calls during a block do not extend it;
+   * `reset()` lifts it, `refund()` does not. A call whose cost exceeds the
+   * capacity starts no block. Not for `concurrency`. Positive integer, at
+   * most 100 years.
+   */
+  blockMs?: number;
+  /**
+   * Escalation for repeat offenders: a block that starts less than
+   * `maxBlockMs` after the previous one ended is twice as long as that one,
+   * up to `maxBlockMs`; once `maxBlockMs` passes without a block, the next
+   * is `blockMs` again. Needs `blockMs`, and at least as much.
+   */
+  maxBlockMs?: number;
 }
 
 /**
@@ -56,9 +72,19 @@ export interface CompiledRule {
   readonly unitsPerMs: number;
   /** sliding-window: length of one segment in ms. */
   readonly segmentMs: number;
+  /** ms a denial blocks the key for (the first block, under escalation); 0: no blocks. */
+  readonly blockMs: number;
+  /** Escalation's longest block; 0: no escalation. */
+  readonly maxBlockMs: number;
 }
 
-const ruleKeys = new Set(['name', 'algorithm', 'limit', 'windowMs', 'burst', 'segments', 'mode', 'scope']);
+const ruleKeys = new Set(['name', 'algorithm', 'limit', 'windowMs', 'burst', 'segments', 'mode', 'scope', 'blockMs', 'maxBlockMs']);
+/**
+ * The longest block: 100 years. Not a timer (no 2^31 - 1 bound), but a
+ * bound keeps block ends exact integers in doubles (JS and Redis Lua) for
+ * any clock up to 2^50.
+ */
+export const MAX_BLOCK_MS = 100 * 365 * 86_400_000;
 const scopePattern = /^[A-Za-z][A-Za-z0-9_-]{0,31}$/;
 const namePattern = /^[A-Za-z0-9_.-]{1,64}$/;
 const bucketAlgorithms: ReadonlySet<string> = new Set(['token-bucket', 'leaky-bucket', 'gcra']);
@@ -172,6 +198,37 @@ export function compileRule(options: unknown, where: string, defaultName?: strin
     throw new FloodgateError(ErrorCodes.MODE, `${where}.mode must be 'police' or 'shape', got ${describe(mode)}.`);
   }
 
+  const blockMs = orDefault<unknown>(rule.blockMs, 0);
+  const maxBlockMs = orDefault<unknown>(rule.maxBlockMs, 0);
+  if (rule.blockMs !== undefined) {
+    if (algorithm === 'concurrency') {
+      throw new FloodgateError(
+        ErrorCodes.OPTION,
+        `${where}.blockMs does not apply to concurrency: its denials end when a request ends, they are no breach of a rate. Put blockMs on a rate rule beside it.`,
+      );
+    }
+    if (!isPositiveInteger(blockMs) || blockMs > MAX_BLOCK_MS) {
+      throw new FloodgateError(
+        ErrorCodes.OPTION,
+        `${where}.blockMs must be a positive integer number of ms, at most ${MAX_BLOCK_MS} (100 years), got ${describe(rule.blockMs)}.`,
+      );
+    }
+  }
+  if (rule.maxBlockMs !== undefined) {
+    if (rule.blockMs === undefined) {
+      throw new FloodgateError(
+        ErrorCodes.OPTION,
+        `${where}.maxBlockMs caps escalating blocks and needs blockMs (the first block), like { blockMs: 60_000, maxBlockMs: 3_600_000 }.`,
+      );
+    }
+    if (!isPositiveInteger(maxBlockMs) || maxBlockMs < (blockMs as number) || maxBlockMs > MAX_BLOCK_MS) {
+      throw new FloodgateError(
+        ErrorCodes.OPTION,
+        `${where}.maxBlockMs must be an integer number of ms from blockMs (${blockMs}) to ${MAX_BLOCK_MS} (100 years), got ${describe(rule.maxBlockMs)}.`,
+      );
+    }
+  }
+
   const divisor = gcd(windowMs, limit);
   const unitsPerToken = windowMs / divisor;
   const unitsPerMs = limit / divisor;
@@ -199,6 +256,8 @@ export function compileRule(options: unknown, where: string, defaultName?: strin
     unitsPerToken,
     unitsPerMs,
     segmentMs: windowMs / segments,
+    blockMs: blockMs as number,
+    maxBlockMs: maxBlockMs as number,
   });
 }
 

@@ -58,7 +58,7 @@ const reader: RequestReader<NestArgs> = {
  */
 export const keyBy: KeyBy<NestArgs> = createKeyBy(reader);
 
-// The options of createLimiter, and its one-rule shorthand (what `rules` replaces).
+// The options of createLimiter, and its one-rule shorthand (what `rules` replaces), as core names them.
 const shorthandOptions = [...ruleShorthandNames];
 const limiterOptions = limiterOptionNames;
 

@@ -22,10 +22,31 @@ export interface Verdict {
   resetMsNow: number;
   /** ms the state after admitting must be kept; after that it equals no state at all. */
   ttlMs: number;
+  /** ms left of the block that holds the key (see algorithms/block.ts); 0 when none does. */
+  blockLeftMs: number;
+  /** The length of that block, or of the last block still remembered (escalation); 0 when none. */
+  blockMs: number;
+  /** That block's strike: 1 for a first block, 2 for one that followed it within maxBlockMs, ...; 0 when none. */
+  strike: number;
+  /** Whether this call starts the block. */
+  blockStarted: boolean;
 }
 
 export function createVerdict(): Verdict {
-  return { allowed: false, retryAfterMs: 0, delayMs: 0, remaining: 0, resetMs: 0, remainingNow: 0, resetMsNow: 0, ttlMs: 0 };
+  return {
+    allowed: false,
+    retryAfterMs: 0,
+    delayMs: 0,
+    remaining: 0,
+    resetMs: 0,
+    remainingNow: 0,
+    resetMsNow: 0,
+    ttlMs: 0,
+    blockLeftMs: 0,
+    blockMs: 0,
+    strike: 0,
+    blockStarted: false,
+  };
 }
 
 /** Numbers indexable like an array: a number[] or a Float64Array. */

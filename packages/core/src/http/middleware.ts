@@ -272,6 +272,8 @@ function compileRulesOption<Args extends unknown[]>(
   const template: Record<string, unknown> = { name, algorithm, windowMs, scope };
   if (rule.algorithm === 'sliding-window') template.segments = rule.segments;
   if (rule.algorithm === 'leaky-bucket') template.mode = rule.mode;
+  if (rule.blockMs > 0) template.blockMs = rule.blockMs;
+  if (rule.maxBlockMs > 0) template.maxBlockMs = rule.maxBlockMs;
   const byLimit = new Map<number, readonly RuleOptions[]>();
   const rulesOf = (value: unknown): readonly RuleOptions[] => {
     const n = checkLimit(value);

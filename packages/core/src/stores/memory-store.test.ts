@@ -182,6 +182,35 @@ describe('MemoryStore', () => {
     }
   });
 
+  it('keeps a blocked key while its block is remembered, then sweeps it; blocked keys count against maxKeys', async () => {
+    vi.useFakeTimers();
+    let now = 0;
+    const store = new MemoryStore({ maxKeys: 10, sweepIntervalMs: 1000 });
+    const limiter = createLimiter({ algorithm: 'gcra', limit: 1, windowMs: 1000, blockMs: 60_000, maxBlockMs: 120_000, store, now: () => now });
+    for (let i = 0; i < 10; i++) {
+      await limiter.consume(`k${i}`);
+      expect((await limiter.consume(`k${i}`)).blocked?.started).toBe(true);
+      await limiter.refund(`k${i}`); // nothing counted any more: the key stays for its block alone
+    }
+    expect(store.size('fg:', 'default')).toBe(10);
+    now = 179_999; // the blocks ended at 60 s; escalation remembers them until 180 s
+    vi.advanceTimersByTime(1000);
+    expect(store.size('fg:', 'default')).toBe(10);
+    expect((await limiter.consume('k0')).allowed).toBe(true);
+    expect((await limiter.consume('k0')).blocked).toMatchObject({ blockMs: 120_000, strike: 2 });
+    now = 180_000;
+    vi.advanceTimersByTime(1000);
+    expect(store.size('fg:', 'default')).toBe(1); // k0, blocked again
+    for (let i = 0; i < 20; i++) await limiter.consume(`new${i}`, { cost: 2 }); // denied with no block (above the capacity), nothing kept
+    expect(store.size('fg:', 'default')).toBe(1);
+    for (let i = 0; i < 20; i++) {
+      await limiter.consume(`new${i}`);
+      await limiter.consume(`new${i}`); // a block each
+    }
+    expect(store.size('fg:', 'default')).toBe(10);
+    store.close();
+  });
+
   it('forgets a key whose concurrency leases are all released', async () => {
     const store = new MemoryStore();
     const limiter = createLimiter({ algorithm: 'concurrency', limit: 3, windowMs: 1000, store, now: frozenClock });

@@ -1,3 +1,4 @@
+import { applyBlock, type Block, blockLeft, blockStartedAt, startBlock } from '../algorithms/block.js';
 import {
   concurrency,
   createLog,
@@ -13,7 +14,7 @@ import {
 import { describe, ErrorCodes, FloodgateError } from '../errors.js';
 import { MAX_TIMER_MS } from '../options.js';
 import type { CompiledRule } from '../rules.js';
-import { keyOfRule, type RuleDecision, type RuleSet, type Store, type StoreKeys } from './types.js';
+import { blockedOf, keyOfRule, type RuleDecision, type RuleSet, type Store, type StoreKeys } from './types.js';
 
 export interface MemoryStoreOptions {
   /**
@@ -33,6 +34,11 @@ const SWEEP_BUDGET = 20_000;
 const EXPIRES_AT = 0;
 const STATE = 1;
 
+/** A key's block, and whether its slot holds no algorithm state beside it (a key can be blocked with nothing counted). */
+interface HeldBlock extends Block {
+  stateless: boolean;
+}
+
 /**
  * The keys of one rule: a Map from key to a slot, and each slot's numbers side
  * by side in one typed array (its expiry, then the algorithm's state), so a
@@ -40,9 +46,13 @@ const STATE = 1;
  * decision reads one stretch of memory. A call decides (`decide`, which writes
  * the state the call would leave into a buffer it is given) and, when every
  * rule of the call admits it, commits (`commit`, which stores that state).
+ * The few keys blocked lately (blockMs) also have an entry in `blocks`; a
+ * slot's expiry covers its block until the block is forgotten.
  */
 abstract class Table {
   readonly index = new Map<string, number>();
+  /** Blocks by slot: only keys blocked lately have one. */
+  private readonly blocks = new Map<number, HeldBlock>();
   protected capacity = 0;
   protected slots = new Float64Array(0);
   /** Per slot: whether its key was used since the eviction hand last passed it (see evictOldest). */
@@ -124,6 +134,81 @@ abstract class Table {
     this.index.delete(key);
     this.freeSlots.push(slot);
     this.clear(slot);
+    if (this.blocks.size > 0) this.blocks.delete(slot);
+  }
+
+  /** The block the slot remembers, if any (perhaps forgotten already: compare forgetAt with now). */
+  private blockOf(slot: number): HeldBlock | undefined {
+    return slot >= 0 && this.blocks.size > 0 ? this.blocks.get(slot) : undefined;
+  }
+
+  /**
+   * Decides a call under `rule`, the key's block included; writes the state
+   * the algorithm would leave into `next`. Returns the key's slot, or -1.
+   */
+  decide(key: string, rule: CompiledRule, now: number, cost: number, out: Verdict, next: StateVector | null): number {
+    const slot = this.find(key);
+    const block = this.blockOf(slot);
+    this.decideState(block?.stateless ? -1 : slot, rule, now, cost, out, next);
+    if (block !== undefined && now < block.forgetAt) applyBlock(out, blockLeft(block, now), block.length, block.strike);
+    return slot;
+  }
+
+  /** Records an admitted call decided by `decide`, at `slot` (-1: a new key). */
+  commit(key: string, slot: number, rule: CompiledRule, now: number, cost: number, leaseId: string, out: Verdict, next: StateVector | null): void {
+    const at = slot < 0 ? this.allocate(key) : slot;
+    const block = this.blockOf(at);
+    this.commitState(at, block?.stateless ? -1 : at, rule, now, cost, leaseId, next);
+    this.keepWith(at, block, now, now + out.ttlMs);
+  }
+
+  /** Starts a block of the key (a denied call), beside whatever state it holds. */
+  block(key: string, slot: number, block: Block): void {
+    const at = slot < 0 ? this.allocate(key) : slot;
+    const stateless = slot < 0 || this.blockOf(at)?.stateless === true;
+    this.blocks.set(at, { ...block, stateless });
+    if (stateless || (this.slots[at * this.stride + EXPIRES_AT] as number) < block.forgetAt) this.expireAt(at, block.forgetAt);
+  }
+
+  /**
+   * Keeps the slot's state until `stateEnds`, and its block while it is
+   * remembered; forgets a block that no longer is (as the Redis library
+   * drops it when it writes the key).
+   */
+  private keepWith(slot: number, block: HeldBlock | undefined, now: number, stateEnds: number): void {
+    if (block === undefined) {
+      this.expireAt(slot, stateEnds);
+    } else if (now < block.forgetAt) {
+      block.stateless = false;
+      this.expireAt(slot, Math.max(stateEnds, block.forgetAt));
+    } else {
+      this.blocks.delete(slot);
+      this.expireAt(slot, stateEnds);
+    }
+  }
+
+  /** Gives `cost` units back; a block stays as it is. */
+  refund(key: string, rule: CompiledRule, now: number, cost: number): void {
+    const slot = this.find(key);
+    if (slot < 0) return;
+    const block = this.blockOf(slot);
+    if (block?.stateless) {
+      // Only blocked: nothing to give back; a block no longer remembered is forgotten (as Redis forgets the key).
+      if (now >= block.forgetAt) this.remove(key, slot);
+      return;
+    }
+    const ttl = this.refundState(slot, rule, now, cost);
+    if (ttl < 0) return; // another rule's state under this name: left as it is
+    if (ttl > 0) {
+      this.keepWith(slot, block, now, now + ttl);
+    } else if (block !== undefined && now < block.forgetAt) {
+      // Nothing counted any more, but the block is remembered: the key stays for it.
+      this.clear(slot);
+      block.stateless = true;
+      this.expireAt(slot, block.forgetAt);
+    } else {
+      this.remove(key, slot);
+    }
   }
 
   private grow(capacity: number): void {
@@ -146,13 +231,14 @@ abstract class Table {
   /** A buffer for the state a call would leave (vector algorithms), or null. */
   abstract stateBuffer(): StateVector | null;
 
-  /** Decides a call under `rule`; writes the state it would leave into `next`. Returns the key's slot, or -1. */
-  abstract decide(key: string, rule: CompiledRule, now: number, cost: number, out: Verdict, next: StateVector | null): number;
+  /** The algorithm's decision on the state at `slot` (-1: none); writes the state it would leave into `next`. */
+  protected abstract decideState(slot: number, rule: CompiledRule, now: number, cost: number, out: Verdict, next: StateVector | null): void;
 
-  /** Records an admitted call decided by `decide`, at `slot` (-1: a new key). */
-  abstract commit(key: string, slot: number, rule: CompiledRule, now: number, cost: number, leaseId: string, out: Verdict, next: StateVector | null): void;
+  /** Stores the state of an admitted call at `at`, from the state at `held` (-1: none). */
+  protected abstract commitState(at: number, held: number, rule: CompiledRule, now: number, cost: number, leaseId: string, next: StateVector | null): void;
 
-  abstract refund(key: string, rule: CompiledRule, now: number, cost: number): void;
+  /** Gives units back to the state at `slot`: ms it must be kept, 0 when nothing is left, -1 to leave it as it is. */
+  protected abstract refundState(slot: number, rule: CompiledRule, now: number, cost: number): number;
 
   /**
    * Drops up to SWEEP_BUDGET expired keys, resuming where the last sweep
@@ -186,16 +272,12 @@ class VectorTable extends Table {
     return new Float64Array(this.size);
   }
 
-  decide(key: string, rule: CompiledRule, now: number, cost: number, out: Verdict, next: StateVector | null): number {
-    const slot = this.find(key);
+  protected decideState(slot: number, rule: CompiledRule, now: number, cost: number, out: Verdict, next: StateVector | null): void {
     this.algorithm.decide(rule, slot < 0 ? null : this.slots, slot * this.stride + STATE, now, cost, out, next as StateVector);
-    return slot;
   }
 
-  commit(key: string, slot: number, _rule: CompiledRule, now: number, _cost: number, _leaseId: string, out: Verdict, next: StateVector | null): void {
-    const at = slot < 0 ? this.allocate(key) : slot;
+  protected commitState(at: number, _held: number, _rule: CompiledRule, _now: number, _cost: number, _leaseId: string, next: StateVector | null): void {
     this.store(at, next as StateVector);
-    this.expireAt(at, now + out.ttlMs);
   }
 
   /** Copies `next` into the slot: a plain loop, as TypedArray#set costs more than the 2 or 3 numbers it moves. */
@@ -205,18 +287,11 @@ class VectorTable extends Table {
     for (let i = 0; i < next.length; i++) slots[base + i] = next[i] as number;
   }
 
-  refund(key: string, rule: CompiledRule, now: number, cost: number): void {
-    const slot = this.find(key);
-    if (slot < 0) return;
+  protected refundState(slot: number, rule: CompiledRule, now: number, cost: number): number {
     const next = this.stateBuffer();
     const ttl = this.algorithm.refund(rule, this.slots, slot * this.stride + STATE, now, cost, next);
-    if (ttl < 0) return; // another rule's state under this name: left as it is
-    if (ttl === 0) {
-      this.remove(key, slot);
-      return;
-    }
-    this.store(slot, next);
-    this.expireAt(slot, now + ttl);
+    if (ttl > 0) this.store(slot, next);
+    return ttl;
   }
 
   protected clear(): void {}
@@ -229,24 +304,16 @@ class LogTable extends Table {
     return null;
   }
 
-  decide(key: string, rule: CompiledRule, now: number, cost: number, out: Verdict): number {
-    const slot = this.find(key);
-    slidingLog.decide(rule, slot < 0 ? null : (this.logs[slot] as LogState), now, cost, out);
-    return slot;
+  protected decideState(slot: number, rule: CompiledRule, now: number, cost: number, out: Verdict): void {
+    slidingLog.decide(rule, slot < 0 ? null : (this.logs[slot] ?? null), now, cost, out);
   }
 
-  commit(key: string, slot: number, rule: CompiledRule, now: number, cost: number, _leaseId: string, out: Verdict): void {
-    const at = slot < 0 ? this.allocate(key) : slot;
-    this.logs[at] = slidingLog.commit(rule, this.logs[at] ?? createLog(), now, cost);
-    this.expireAt(at, now + out.ttlMs);
+  protected commitState(at: number, held: number, rule: CompiledRule, now: number, cost: number): void {
+    this.logs[at] = slidingLog.commit(rule, (held < 0 ? null : this.logs[at]) ?? createLog(), now, cost);
   }
 
-  refund(key: string, rule: CompiledRule, now: number, cost: number): void {
-    const slot = this.find(key);
-    if (slot < 0) return;
-    const ttl = slidingLog.refund(rule, this.logs[slot] as LogState, now, cost);
-    if (ttl === 0) this.remove(key, slot);
-    else this.expireAt(slot, now + ttl);
+  protected refundState(slot: number, rule: CompiledRule, now: number, cost: number): number {
+    return slidingLog.refund(rule, this.logs[slot] as LogState, now, cost);
   }
 
   protected clear(slot: number): void {
@@ -261,22 +328,17 @@ class LeaseTable extends Table {
     return null;
   }
 
-  decide(key: string, rule: CompiledRule, now: number, cost: number, out: Verdict): number {
-    const slot = this.find(key);
+  protected decideState(slot: number, rule: CompiledRule, now: number, cost: number, out: Verdict): void {
     concurrency.decide(rule, slot < 0 ? null : (this.leases[slot] as LeaseState), now, cost, out);
-    return slot;
   }
 
-  commit(key: string, slot: number, rule: CompiledRule, now: number, cost: number, leaseId: string, out: Verdict): void {
-    const at = slot < 0 ? this.allocate(key) : slot;
+  protected commitState(at: number, _held: number, rule: CompiledRule, now: number, cost: number, leaseId: string): void {
     this.leases[at] = concurrency.commit(rule, this.leases[at] ?? null, now, cost, leaseId);
-    this.expireAt(at, now + out.ttlMs);
   }
 
   /** Leases are given back by release(), not by refunds; a refund only forgets a key whose leases have all ended. */
-  refund(key: string, _rule: CompiledRule, now: number): void {
-    const slot = this.find(key);
-    if (slot >= 0 && !(this.leases[slot] as LeaseState).expires.some((expires) => expires > now)) this.remove(key, slot);
+  protected refundState(slot: number, _rule: CompiledRule, now: number): number {
+    return (this.leases[slot] as LeaseState).expires.some((expires) => expires > now) ? -1 : 0;
   }
 
   release(key: string, leaseId: string, now: number): void {
@@ -308,7 +370,7 @@ function admittedDecision(rule: CompiledRule, v: Verdict): RuleDecision {
 
 /** A rule's decision when nothing was recorded: a denied call, an admitted rule of a denied call, or a peek. */
 function unchanged(rule: CompiledRule, v: Verdict, peek: boolean): RuleDecision {
-  return {
+  const decision: RuleDecision = {
     name: rule.name,
     scope: rule.scope,
     allowed: v.allowed,
@@ -318,6 +380,14 @@ function unchanged(rule: CompiledRule, v: Verdict, peek: boolean): RuleDecision 
     retryAfterMs: v.retryAfterMs,
     delayMs: peek && v.allowed ? v.delayMs : 0,
   };
+  const blocked = blockedOf(v);
+  if (blocked !== undefined) decision.blocked = blocked;
+  return decision;
+}
+
+/** Starts the block a denied call starts under `rule`, if it does (see algorithms/block.ts). */
+function blockIfBreached(table: Table, key: string, slot: number, rule: CompiledRule, v: Verdict, now: number): void {
+  if (rule.blockMs > 0 && startBlock(rule, v)) table.block(key, slot, blockStartedAt(rule, v, now));
 }
 
 /**
@@ -414,7 +484,10 @@ export class MemoryStore implements Store {
       const v = createVerdict();
       const next = table.stateBuffer();
       const slot = table.decide(key, rule, now, cost, v, next);
-      if (!v.allowed) return [unchanged(rule, v, false)];
+      if (!v.allowed) {
+        blockIfBreached(table, key, slot, rule, v, now);
+        return [unchanged(rule, v, false)];
+      }
       table.commit(key, slot, rule, now, cost, leaseId, v, next);
       return [admittedDecision(rule, v)];
     }
@@ -439,6 +512,8 @@ export class MemoryStore implements Store {
         (tables[i] as Table).commit(keyOfRule(keys, i), slots[i] as number, rule, now, cost, leaseId, v, nexts[i] as StateVector | null);
         decisions[i] = admittedDecision(rule, v);
       } else {
+        // Each rule whose own numbers deny starts its block, whichever rule binds the denial.
+        blockIfBreached(tables[i] as Table, keyOfRule(keys, i), slots[i] as number, rule, v, now);
         decisions[i] = unchanged(rule, v, false);
       }
     }

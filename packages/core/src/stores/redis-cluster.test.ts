@@ -9,6 +9,7 @@ import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Limiter } from '../limiter.js';
 import type { LimiterOptions } from '../options.js';
+import type { RuleOptions } from '../rules.js';
 import { LIBRARY } from './redis/library.generated.js';
 import { RedisStore } from './redis-store.js';
 
@@ -110,6 +111,57 @@ describe('RedisStore on a 3-master Redis Cluster', () => {
       const ip = `10.0.0.${i}`;
       expect((await limiter.peek({ user: 'nobody', ip })).rules[2]?.remaining, ip).toBe(7 - (byIp.get(ip) ?? 0));
     }
+  });
+
+  it('blocks a user across slots: the breach writes only the per-user block, in the user’s slot, whichever slot denied first; as one node would', async () => {
+    const prefix = 'blocked:';
+    const store = new RedisStore({ client, clock: 'client' });
+    const rules = [
+      { name: 'per-ip', scope: 'ip', algorithm: 'fixed-window', limit: 3, windowMs: 60_000 },
+      { name: 'per-user', scope: 'user', algorithm: 'sliding-log', limit: 2, windowMs: 60_000, blockMs: 900_000 },
+      { name: 'everyone', scope: 'global', algorithm: 'gcra', limit: 1_000, windowMs: 60_000 },
+    ] satisfies RuleOptions[];
+    const { limiter, errors } = strictLimiter({ store, now: frozen, prefix, rules });
+    // The same calls on one memory store: the decisions a single node makes.
+    const memory = createLimiter({ rules, now: frozen });
+    const call = async (keys: { ip: string; user: string }) => {
+      const [onCluster, inMemory] = await Promise.all([limiter.consume(keys), memory.consume(keys)]);
+      expect(onCluster).toEqual(inMemory);
+      return onCluster;
+    };
+    const u1 = { ip: '10.0.0.1', user: 'u1' };
+    const slots = new Set([keySlot('%ip:10.0.0.1'), keySlot('%user:u1'), keySlot('%ip:10.0.0.2'), keySlot('%global')]);
+    expect(slots.size).toBe(4); // every key of these calls in a slot of its own
+    const redisKeys = (ip: string) => store.keysOf([`%ip:${ip}`, '%user:u1', '%global'], { prefix, rules: limiter.rules, now: frozen });
+    const dumps = (ip: string) => Promise.all(redisKeys(ip).map(async (key) => (await client.dumpBuffer(key))?.toString('hex')));
+    expect((await call(u1)).allowed).toBe(true);
+    expect((await call(u1)).allowed).toBe(true);
+    // The third call breaches per-user (the second slot asked): the first slot gives back what it took, the third is not consumed.
+    const before = await dumps('10.0.0.1');
+    const breach = await call(u1);
+    expect(breach).toMatchObject({ allowed: false, rule: 'per-user', retryAfterMs: 900_000 });
+    expect(breach.rules[1]?.blocked).toEqual({ blockMs: 900_000, leftMs: 900_000, strike: 1, started: true });
+    const after = await dumps('10.0.0.1');
+    expect(after.map((dump, i) => dump === before[i])).toEqual([true, false, true]);
+    // From another address the user is still blocked; the address, and everyone's count, are not charged.
+    const u1elsewhere = { ip: '10.0.0.2', user: 'u1' };
+    const elsewhere = await dumps('10.0.0.2');
+    expect(await call(u1elsewhere)).toMatchObject({ allowed: false, retryAfterMs: 900_000, blocked: { started: false } });
+    expect(await dumps('10.0.0.2')).toEqual(elsewhere);
+    // Where the first slot asked (per-ip) denies, the user's slot is told the call was denied, and starts the user's block all the same.
+    await limiter.reset(u1);
+    await memory.reset(u1);
+    for (let i = 0; i < 3; i++) await call({ ip: '10.0.0.3', user: `other${i}` }); // 10.0.0.3 is full
+    expect((await call({ ip: '10.0.0.3', user: 'u1' })).rules.map((r) => r.allowed)).toEqual([false, true, true]);
+    expect((await call(u1)).allowed).toBe(true);
+    expect((await call(u1)).allowed).toBe(true);
+    const denied = await call({ ip: '10.0.0.3', user: 'u1' });
+    expect(denied.rules.map((r) => [r.allowed, r.blocked?.started])).toEqual([
+      [false, undefined],
+      [false, true],
+      [true, undefined],
+    ]);
+    expect(errors).toEqual([]);
   });
 
   it('loads the library on every master again when one lost it (FUNCTION FLUSH), and on a master new to the cluster', async () => {

@@ -232,6 +232,120 @@ describe('RedisStore', () => {
     expect(after.map((b) => b?.toString('hex'))).toEqual(before.map((b) => b?.toString('hex')));
   });
 
+  it('writes nothing on a denial but the blocks it starts, on the keys of the rules with blockMs that denied; nothing at all during a block', async () => {
+    const prefix = fresh('dump-block');
+    const store = new RedisStore({ client: redis, clock: 'client' });
+    const { limiter } = strictLimiter({
+      store,
+      now: frozen,
+      prefix,
+      rules: [
+        { name: 'loose', algorithm: 'sliding-window', limit: 100, windowMs: 60_000, segments: 6, blockMs: 60_000 }, // admits: no block
+        { name: 'bucket', algorithm: 'token-bucket', limit: 10, windowMs: 60_000, scope: 'ip', blockMs: 60_000 }, // admits: no block
+        { name: 'log', algorithm: 'sliding-log', limit: 3, windowMs: 60_000, scope: 'global', blockMs: 60_000 }, // denies: blocks
+        { name: 'tight', algorithm: 'fixed-window', limit: 3, windowMs: 60_000, scope: 'user', blockMs: 600_000, maxBlockMs: 3_600_000 }, // denies: blocks
+        { name: 'cell', algorithm: 'gcra', limit: 3, windowMs: 60_000 }, // denies, without blockMs: no block
+        { name: 'flight', algorithm: 'concurrency', limit: 20, windowMs: 60_000 },
+      ],
+    });
+    const keys = { key: 'k', ip: '203.0.113.9', user: 'u42' };
+    for (let i = 0; i < 3; i++) expect((await limiter.consume(keys)).allowed).toBe(true);
+    const redisKeys = store.keysOf(['k', '%ip:203.0.113.9', '%global', '%user:u42', 'k', 'k'], { prefix, rules: limiter.rules, now: frozen });
+    const dumps = () => Promise.all(redisKeys.map(async (key) => (await redis.dumpBuffer(key))?.toString('hex')));
+    const before = await dumps();
+    const breach = await limiter.consume(keys);
+    expect(breach).toMatchObject({ allowed: false, rule: 'tight', retryAfterMs: 600_000 });
+    expect(breach.rules.map((r) => r.blocked?.started ?? false)).toEqual([false, false, true, true, false, false]);
+    const after = await dumps();
+    expect(after.map((dump, i) => dump === before[i])).toEqual([true, true, false, false, true, true]);
+    // The blocks, as the library keeps them (absolute times on the limiter's clock): ends, length, strike, forgotten.
+    const ends = FUTURE + 60_000;
+    expect(await redis.zrange(redisKeys[2] as string, 0, 0, 'WITHSCORES')).toEqual([`!${ends}:60000:1:${ends}`, '-inf']);
+    expect(await redis.zcard(redisKeys[2] as string)).toBe(4); // the three calls, and the block
+    expect(await redis.get(redisKeys[3] as string)).toBe(`3|fw:${FUTURE + 60_000}:${FUTURE + 600_000}:600000:1:${FUTURE + 4_200_000}`);
+    // A call during the blocks writes nothing at all.
+    expect((await limiter.consume(keys)).blocked).toMatchObject({ started: false });
+    expect(await dumps()).toEqual(after);
+    // reset lifts them.
+    await limiter.reset(keys);
+    expect((await limiter.consume(keys)).allowed).toBe(true);
+  });
+
+  it('keeps a blocked key exactly while its state or its block is alive: the block, or the strikes escalation remembers', async () => {
+    // One breach per rule at FUTURE (the windows' start), on a frozen clock: each key's expiry, from FUTURE.
+    const cases: [RuleOptions, number][] = [
+      [{ algorithm: 'fixed-window', limit: 1, windowMs: 60_000, blockMs: 600_000 }, 600_000], // the block outlasts the window
+      [{ algorithm: 'fixed-window', limit: 1, windowMs: 3_600_000, blockMs: 60_000 }, 3_600_000], // the window outlasts the block
+      [{ algorithm: 'fixed-window', limit: 1, windowMs: 60_000, blockMs: 60_000, maxBlockMs: 900_000 }, 960_000], // the block, then 15 min of memory
+      [{ algorithm: 'sliding-window', limit: 1, windowMs: 60_000, segments: 4, blockMs: 30_000 }, 75_000], // segment + window: the state
+      [{ algorithm: 'sliding-log', limit: 1, windowMs: 60_000, blockMs: 90_000 }, 90_000],
+      [{ algorithm: 'gcra', limit: 1, windowMs: 60_000, blockMs: 45_000, maxBlockMs: 45_000 }, 90_000],
+      [{ algorithm: 'token-bucket', limit: 2, windowMs: 60_000, burst: 1, blockMs: 20_000 }, 30_000], // one token: 30 s
+    ];
+    const store = new RedisStore({ client: redis, clock: 'client' });
+    for (const [rule, expiresIn] of cases) {
+      const prefix = fresh('block-ttl');
+      const { limiter } = strictLimiter({ ...rule, store, prefix, now: frozen });
+      await limiter.consume('k');
+      expect((await limiter.consume('k')).blocked?.started, rule.algorithm).toBe(true);
+      const [key] = store.keysOf('k', { prefix, rules: limiter.rules, now: frozen });
+      expect((await redis.pexpiretime(key as string)) - FUTURE, JSON.stringify(rule)).toBe(expiresIn);
+    }
+  });
+
+  it('after a refund empties a blocked key, keeps it for its block alone; once the block is forgotten, the next write drops it', async () => {
+    let now = FUTURE;
+    const store = new RedisStore({ client: redis, clock: 'client' });
+    const prefix = fresh('block-refund');
+    const { limiter } = strictLimiter({ algorithm: 'token-bucket', limit: 1, windowMs: 10_000, blockMs: 60_000, store, prefix, now: () => now });
+    const [key] = store.keysOf('k', { prefix, rules: limiter.rules, now: () => now });
+    await limiter.consume('k');
+    await limiter.consume('k'); // blocked until FUTURE + 60 s
+    await limiter.refund('k');
+    expect(await redis.get(key as string)).toBe(`|m:0:${FUTURE + 60_000}:60000:1:${FUTURE + 60_000}`);
+    expect((await redis.pexpiretime(key as string)) - FUTURE).toBe(60_000);
+    now += 60_000;
+    expect((await limiter.consume('k')).allowed).toBe(true);
+    expect(await redis.get(key as string)).toBe('10000:10000:1'); // no block left to remember: a plain state again
+    expect((await redis.pexpiretime(key as string)) - FUTURE).toBe(70_000);
+  });
+
+  it('blocks on Redis’s own clock: a block of 300 ms ends 300 ms after the breach, whatever the limiter’s clock says', async () => {
+    const prefix = fresh('block-server');
+    const { limiter, errors } = strictLimiter({
+      algorithm: 'fixed-window',
+      limit: 1,
+      windowMs: 100,
+      blockMs: 300,
+      store: new RedisStore({ client: redis }),
+      prefix,
+      now: () => 0, // not the clock that decides
+    });
+    await limiter.consume('k');
+    let sent = Date.now();
+    let breach = await limiter.consume('k');
+    for (let i = 0; i < 20 && breach.allowed; i++) {
+      sent = Date.now(); // a window may end between the two calls: breach again
+      breach = await limiter.consume('k');
+    }
+    const answered = Date.now();
+    expect(breach.blocked).toMatchObject({ blockMs: 300, started: true });
+    // Redis decided the breach between `sent` and `answered`: the block ends between those plus 300 ms.
+    let denied = 0;
+    while (Date.now() < sent + 300) {
+      const during = await limiter.consume('k');
+      if (Date.now() < sent + 300) {
+        expect(during.allowed).toBe(false);
+        denied++;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(denied).toBeGreaterThan(0);
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, answered + 300 - Date.now()) + 5));
+    expect((await limiter.consume('k')).allowed).toBe(true);
+    expect(errors).toEqual([]);
+  });
+
   it('makes every key expire when its state ends, worked out by hand from each rule', async () => {
     // One call of cost 1 at a time on the grid of every window (2100-01-01T00:00:00Z):
     const rules: RuleOptions[] = [

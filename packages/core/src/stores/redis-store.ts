@@ -1,11 +1,12 @@
 import keySlot from 'cluster-key-slot';
+import { startBlock } from '../algorithms/block.js';
 import { createVerdict } from '../algorithms/types.js';
 import { describe, ErrorCodes, FloodgateError } from '../errors.js';
 import type { CompiledRule } from '../rules.js';
 import { type Connection, connect, type RedisClient } from './redis/connection.js';
 import { LIBRARY } from './redis/library.generated.js';
 import { type RuleView, viewOf } from './redis/views.js';
-import { keyOfRule, type RuleDecision, type RuleSet, type Store, type StoreKeys } from './types.js';
+import { blockedOf, keyOfRule, type RuleDecision, type RuleSet, type Store, type StoreKeys } from './types.js';
 
 export type { IoRedisLike, NodeRedisLike, RedisClient, UpstashLike } from './redis/connection.js';
 
@@ -41,7 +42,7 @@ export interface RedisStoreOptions {
 }
 
 /** The operations of the library (lua/calls.lua). */
-type Operation = 'consume' | 'peek' | 'refund' | 'release' | 'reset' | 'undo';
+type Operation = 'consume' | 'peek' | 'deny' | 'refund' | 'release' | 'reset' | 'undo';
 
 /** Per rule set: the parts of its Redis keys and how its rules speak with the library. */
 interface Prepared {
@@ -188,7 +189,9 @@ export class RedisStore implements Store {
       return this.merged(batches, [await this.decide(batches[0] as Batch, 'consume', cost, now, leaseId, prepared)], ruleSet, prepared, cost, 'consume');
     // A Cluster, and the keys of the call in several slots: one call per slot, in turn, the
     // slot of `global` rules (shared by every client) last. When one denies, the slots that
-    // admitted give back what they took before this call returns.
+    // admitted give back what they took before this call returns, and the slots not asked
+    // yet are told the call was denied: they record nothing, but start their rules' blocks,
+    // as one call on one node would.
     const replies: number[][] = [];
     for (const batch of batches) {
       const reply = await this.decide(batch, 'consume', cost, now, leaseId, prepared);
@@ -199,8 +202,7 @@ export class RedisStore implements Store {
     if (denied) {
       const taken = batches.slice(0, replies.length - 1);
       await Promise.all(taken.map((batch) => this.send(batch, 'undo', cost, now, leaseId, false)));
-      // The slots not asked: what they hold now, for the decision's numbers.
-      for (const batch of batches.slice(replies.length)) replies.push(await this.decide(batch, 'peek', cost, now, '', prepared));
+      for (const batch of batches.slice(replies.length)) replies.push(await this.decide(batch, 'deny', cost, now, '', prepared));
     }
     return this.merged(batches, replies, ruleSet, prepared, cost, denied ? 'denied' : 'consume');
   }
@@ -271,8 +273,8 @@ export class RedisStore implements Store {
     return [...bySlot.values()].sort((a, b) => Number(a.global) - Number(b.global));
   }
 
-  /** One consume or peek of a batch: the reply, checked. */
-  private async decide(batch: Batch, op: 'consume' | 'peek', cost: number, now: number, leaseId: string, prepared: Prepared): Promise<number[]> {
+  /** One consume, peek or deny of a batch: the reply, checked. */
+  private async decide(batch: Batch, op: 'consume' | 'peek' | 'deny', cost: number, now: number, leaseId: string, prepared: Prepared): Promise<number[]> {
     const size = 1 + batch.rules.reduce((sum, i) => sum + (prepared.views[i] as RuleView).size, 0);
     return readReply(await this.send(batch, op, cost, now, leaseId, op === 'peek'), size);
   }
@@ -280,9 +282,10 @@ export class RedisStore implements Store {
   /**
    * Every rule's decision from the batches' replies, worked out from the
    * views with the memory store's arithmetic. Rules of a peek, and of a call
-   * denied in another slot (`denied`), report what they hold now. The
-   * library's admitted flag must agree with what the views say, or the reply
-   * is not to be trusted.
+   * denied in another slot (`denied`), report what they hold now; the rules
+   * of a denied call whose own numbers deny it report the blocks the library
+   * started for them. The library's admitted flag must agree with what the
+   * views say, or the reply is not to be trusted.
    */
   private merged(
     batches: Batch[],
@@ -296,6 +299,7 @@ export class RedisStore implements Store {
     batches.forEach((batch, b) => {
       const reply = replies[b] as number[];
       const recorded = how === 'consume' && reply[0] === 1;
+      const denied = how === 'denied' || (how === 'consume' && reply[0] === 0);
       let at = 1;
       let admits = true;
       for (const i of batch.rules) {
@@ -304,8 +308,10 @@ export class RedisStore implements Store {
         const v = createVerdict();
         view.verdict(reply, at, cost, v);
         at += view.size;
+        if (v.blockLeftMs > v.blockMs || v.blockMs > 0 !== v.strike > 0) throw badReply(reply, 'a block that cannot be');
         if (!v.allowed) admits = false;
-        decisions[i] = {
+        if (denied && rule.blockMs > 0) startBlock(rule, v);
+        const decision: RuleDecision = {
           name: rule.name,
           scope: rule.scope,
           allowed: v.allowed,
@@ -315,6 +321,9 @@ export class RedisStore implements Store {
           retryAfterMs: v.retryAfterMs,
           delayMs: v.allowed && (recorded || how === 'peek') ? v.delayMs : 0,
         };
+        const blocked = blockedOf(v);
+        if (blocked !== undefined) decision.blocked = blocked;
+        decisions[i] = decision;
       }
       if (admits !== (reply[0] === 1))
         throw badReply(reply, `the library ${reply[0] === 1 ? 'admitted' : 'denied'} what its numbers ${admits ? 'admit' : 'deny'}`);

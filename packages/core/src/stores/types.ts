@@ -1,3 +1,4 @@
+import type { Verdict } from '../algorithms/types.js';
 import type { CompiledRule } from '../rules.js';
 
 /** What one rule decided about one call. */
@@ -18,6 +19,24 @@ export interface RuleDecision {
   retryAfterMs: number;
   /** leaky-bucket shaping: ms to wait before serving; 0 otherwise. */
   delayMs: number;
+  /**
+   * Set while the key is blocked under this rule (its `blockMs`), and on
+   * the denial that started the block: `started` tells which. Absent
+   * otherwise. `retryAfterMs` is then at least `leftMs`.
+   */
+  blocked?: BlockedInfo;
+}
+
+/** A block that holds a key under a rule (see the rule options `blockMs` and `maxBlockMs`). */
+export interface BlockedInfo {
+  /** The block's length in ms (with escalation, this block's). */
+  blockMs: number;
+  /** ms until the block ends. */
+  leftMs: number;
+  /** 1 for a first block; 2, 3, ... for blocks that followed the previous one within maxBlockMs. */
+  strike: number;
+  /** Whether this call started the block (false: it found the key blocked). */
+  started: boolean;
 }
 
 /**
@@ -43,6 +62,11 @@ export type Awaitable<T> = T | Promise<T>;
  * pairs share one: a store uses them as they are. They hold no `{` or `}`.
  */
 export type StoreKeys = string | readonly string[];
+
+/** What a rule's decision says about the block of a verdict; undefined when no block holds. */
+export function blockedOf(v: Verdict): BlockedInfo | undefined {
+  return v.blockLeftMs > 0 ? { blockMs: v.blockMs, leftMs: v.blockLeftMs, strike: v.strike, started: v.blockStarted } : undefined;
+}
 
 /** The key of rule `i` of a call. */
 export const keyOfRule = (keys: StoreKeys, i: number): string => (typeof keys === 'string' ? keys : (keys[i] as string));

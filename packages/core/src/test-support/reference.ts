@@ -1,7 +1,9 @@
 /*
  * The reference a store must agree with: each rule run by the pure step
  * functions (checked against brute-force models in algorithms.test.ts) and
- * composed all-or-nothing, as the contract says.
+ * composed all-or-nothing, as the contract says. Blocks (blockMs,
+ * maxBlockMs) are written here from the contract, apart from the stores'
+ * own code (algorithms/block.ts).
  */
 import { type RuleState, refundStep, releaseStep, step, type Verdict } from '../algorithms/index.js';
 import type { Decision } from '../decision.js';
@@ -28,6 +30,28 @@ export function expectedDecision(rules: RuleDecision[]): Decision {
     delayMs: allowed ? Math.max(...rules.map((r) => r.delayMs)) : 0,
     rule: binding.name,
     rules,
+    ...(binding.blocked === undefined ? {} : { blocked: binding.blocked }),
+  };
+}
+
+/** A block as the contract describes it: until when it holds, how long it is, its strike, and until when it is remembered. */
+interface ReferenceBlock {
+  until: number;
+  length: number;
+  strike: number;
+  forgetAt: number;
+}
+
+/** A rule's decision while a block holds the key for `left` ms more: denied, nothing to take, and at least `left` to wait. */
+function whileBlocked(decision: RuleDecision, block: ReferenceBlock, left: number, started: boolean): RuleDecision {
+  return {
+    ...decision,
+    allowed: false,
+    remaining: 0,
+    resetMs: Math.max(decision.resetMs, left),
+    retryAfterMs: decision.allowed ? left : Math.max(decision.retryAfterMs, left),
+    delayMs: 0,
+    blocked: { blockMs: block.length, leftMs: left, strike: block.strike, started },
   };
 }
 
@@ -69,23 +93,42 @@ function shapeOf(rule: CompiledRule): string {
 export function referenceLimiter(own: readonly CompiledRule[]) {
   /** State per rule shape, scope and key. */
   const states = new Map<string, RuleState>();
+  /** Blocks by the same ids: kept apart from the state, which refunds change and blocks outlive. */
+  const blocks = new Map<string, ReferenceBlock>();
   const view = (rules: readonly CompiledRule[]) => {
     const id = (i: number, keys: Keys) => {
       const rule = rules[i] as CompiledRule;
       return `${shapeOf(rule)}\u0000${rule.scope}\u0000${keyOf(rule, keys)}`;
     };
     const get = (i: number, keys: Keys) => states.get(id(i, keys)) ?? null;
-    const set = (i: number, keys: Keys, state: RuleState) => {
+    /**
+     * Writes a rule's state. A block is remembered until its forgetAt; one
+     * no longer remembered is dropped when the state is written (the stores
+     * drop it as they write the key), so that a clock going back later finds
+     * it gone in every store alike.
+     */
+    const set = (i: number, keys: Keys, state: RuleState, now: number) => {
+      const block = blocks.get(id(i, keys));
+      if (block !== undefined && now >= block.forgetAt) blocks.delete(id(i, keys));
       if (state === null) states.delete(id(i, keys));
       else states.set(id(i, keys), state);
     };
+    /** The block remembered at `now`, if any. */
+    const remembered = (i: number, keys: Keys, now: number) => {
+      const block = blocks.get(id(i, keys));
+      return block !== undefined && now < block.forgetAt ? block : undefined;
+    };
+    /** ms the block holds the key from `now`: never more than its length (a clock that went back stands still). */
+    const leftOf = (block: ReferenceBlock | undefined, now: number) =>
+      block === undefined || now >= block.until ? 0 : Math.min(block.until - now, block.length);
     return {
       consume(keys: Keys, now: number, cost: number, leaseId?: string): RuleDecision[] {
         const results = rules.map((rule, i) => step(rule, get(i, keys), now, cost, leaseId));
-        const admitted = results.every((r) => r.verdict.allowed);
+        const held = rules.map((_, i) => remembered(i, keys, now));
+        const admitted = results.every((r, i) => r.verdict.allowed && leftOf(held[i], now) === 0);
         if (admitted)
           results.forEach((r, i) => {
-            set(i, keys, r.state);
+            set(i, keys, r.state, now);
           });
         return results.map(({ verdict: v }, i) => {
           const rule = rules[i] as CompiledRule;
@@ -100,28 +143,51 @@ export function referenceLimiter(own: readonly CompiledRule[]) {
               retryAfterMs: 0,
               delayMs: v.delayMs,
             };
-          return nothingRecorded(rule, v, 0);
+          const decision = nothingRecorded(rule, v, 0);
+          const block = held[i];
+          const left = leftOf(block, now);
+          if (left > 0) return whileBlocked(decision, block as ReferenceBlock, left, false);
+          // This rule's own numbers deny a call that could pass some day: its block starts (whichever rule binds).
+          if (rule.blockMs > 0 && !v.allowed && v.retryAfterMs !== Number.POSITIVE_INFINITY) {
+            const escalates = rule.maxBlockMs > 0 && block !== undefined;
+            const length = escalates ? Math.min(Math.max(2 * block.length, rule.blockMs), rule.maxBlockMs) : rule.blockMs;
+            const started = { until: now + length, length, strike: escalates ? block.strike + 1 : 1, forgetAt: now + length + rule.maxBlockMs };
+            blocks.set(id(i, keys), started);
+            return whileBlocked(decision, started, length, true);
+          }
+          return decision;
         });
       },
       peek(keys: Keys, now: number): RuleDecision[] {
         return rules.map((rule, i) => {
           const v = step(rule, get(i, keys), now, 1).verdict;
-          return nothingRecorded(rule, v, v.allowed ? v.delayMs : 0);
+          const decision = nothingRecorded(rule, v, v.allowed ? v.delayMs : 0);
+          const block = remembered(i, keys, now);
+          const left = leftOf(block, now);
+          return left > 0 ? whileBlocked(decision, block as ReferenceBlock, left, false) : decision;
         });
       },
       refund(keys: Keys, now: number, cost: number): void {
         rules.forEach((rule, i) => {
-          set(i, keys, refundStep(rule, get(i, keys), now, cost));
+          const state = get(i, keys);
+          // Blocks stay. A refund of nothing forgets a block no longer remembered; one of state
+          // this rule does not read (another grid) writes nothing.
+          if (state === null) set(i, keys, null, now);
+          else {
+            const after = refundStep(rule, state, now, cost);
+            if (after !== state) set(i, keys, after, now);
+          }
         });
       },
       reset(keys: Keys): void {
         rules.forEach((_, i) => {
-          set(i, keys, null);
+          states.delete(id(i, keys));
+          blocks.delete(id(i, keys));
         });
       },
       release(keys: Keys, now: number, leaseId: string): void {
         rules.forEach((rule, i) => {
-          if (rule.algorithm === 'concurrency') set(i, keys, releaseStep(get(i, keys), leaseId, now));
+          if (rule.algorithm === 'concurrency') set(i, keys, releaseStep(get(i, keys), leaseId, now), now);
         });
       },
     };

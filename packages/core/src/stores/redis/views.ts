@@ -7,6 +7,7 @@
  * report a decision; what they could disagree on, which state they read and
  * whether they admit, the conformance suite checks.
  */
+import { applyBlock } from '../../algorithms/block.js';
 import { countInWindow } from '../../algorithms/fixed-window.js';
 import { decideLevel } from '../../algorithms/meter.js';
 import { slidingWindow } from '../../algorithms/sliding-window.js';
@@ -43,8 +44,29 @@ function countedUnits(rule: CompiledRule, used: number, resetNow: number, retryM
   out.resetMs = resetNow;
 }
 
-/** The view of a rule under the Redis library. */
+/**
+ * The view of a rule under the Redis library: its algorithm's numbers, then
+ * (for every algorithm that can block, so all but concurrency) three for its
+ * block: ms it holds the key, and the length and strike of the block
+ * remembered (0s: none). The spec names blockMs and maxBlockMs after a `|`.
+ */
 export function viewOf(rule: CompiledRule): RuleView {
+  const view = algorithmView(rule);
+  if (rule.algorithm === 'concurrency') return view;
+  const at = view.size;
+  return {
+    spec: rule.blockMs > 0 ? `${view.spec}|${rule.blockMs}:${rule.maxBlockMs}` : view.spec,
+    size: at + 3,
+    verdict: (reply, from, cost, out) => {
+      view.verdict(reply, from, cost, out);
+      const left = reply[from + at] as number;
+      const strike = reply[from + at + 2] as number;
+      if (left > 0 || strike > 0) applyBlock(out, left, reply[from + at + 1] as number, strike);
+    },
+  };
+}
+
+function algorithmView(rule: CompiledRule): RuleView {
   switch (rule.algorithm) {
     case 'fixed-window':
       return {
