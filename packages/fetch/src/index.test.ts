@@ -198,7 +198,7 @@ describe('fetch specifics', () => {
     await expect(limited(new Request('http://app.test/'))).rejects.toMatchObject({ code: 'ERR_FG_KEY', status: 500 });
   });
 
-  it('keys by the address a platform sets: cf-connecting-ip, x-real-ip or x-forwarded-for on Vercel, fly-client-ip', async () => {
+  it('keys by the address a platform sets: cf-connecting-ip, x-vercel-forwarded-for or x-real-ip on Vercel, fly-client-ip', async () => {
     const cloudflare = withRateLimit(ok, { limit: 1, windowMs: 60_000, key: keyBy.cloudflare() });
     const cf = (ip: string) => new Request('http://app.test/', { headers: { 'cf-connecting-ip': ip } });
     expect(await statuses(cloudflare, [cf('::ffff:203.0.113.7'), cf('203.0.113.7'), cf('2001:db8:1234:5601::1'), cf('2001:db8:1234:56ff::9')])).toEqual([
@@ -213,8 +213,10 @@ describe('fetch specifics', () => {
     const vercel = withRateLimit(ok, { limit: 1, windowMs: 60_000, key: keyBy.vercel() });
     const v = (headers: Record<string, string>) => new Request('http://app.test/', { headers });
     expect(
-      await statuses(vercel, [v({ 'x-real-ip': '198.51.100.1' }), v({ 'x-forwarded-for': '198.51.100.1' }), v({ 'x-forwarded-for': 'spoof, 198.51.100.2' })]),
+      await statuses(vercel, [v({ 'x-vercel-forwarded-for': '198.51.100.1' }), v({ 'x-real-ip': '198.51.100.1' }), v({ 'x-real-ip': '198.51.100.2' })]),
     ).toEqual([200, 429, 200]);
+    // X-Forwarded-For alone is no Vercel request: Vercel sets the other two on every request it forwards.
+    await expect(vercel(v({ 'x-forwarded-for': '198.51.100.3' }))).rejects.toMatchObject({ code: 'ERR_FG_KEY', message: expect.stringContaining('Vercel') });
 
     const fly = withRateLimit(ok, { limit: 1, windowMs: 60_000, key: keyBy.fly({ ipv6Subnet: 64 }) });
     const f = (ip: string) => new Request('http://app.test/', { headers: { 'fly-client-ip': ip } });
