@@ -31,5 +31,7 @@ export {
   type RateLimitOptions,
   settleWhenDone,
 } from './http/middleware.js';
+export { expressProxyTrust, fastifyProxyTrust, koaProxyTrust, type ProxyTrust, socketOnlyProxyTrust } from './http/proxy-trust.js';
+export type { ValidationFacts } from './http/validate.js';
 export { isUnmeasured } from './limiter.js';
 export { limiterOptionNames, ruleShorthandNames } from './options.js';

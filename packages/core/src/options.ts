@@ -85,6 +85,7 @@ export const adapterOptionNames: ReadonlySet<string> = new Set([
   'shadow',
   'allowList',
   'denyList',
+  'validate',
 ]);
 
 /** The longest delay setTimeout keeps (2^31 - 1 ms): a longer one fires after 1 ms. */

@@ -2,6 +2,7 @@ import { type Decision, ErrorCodes, FloodgateError, type Limiter } from '@floodg
 import {
   createKeyBy,
   createRateLimitFlow,
+  fastifyProxyTrust,
   joinHeader,
   type KeyBy,
   limiterOptionNames,
@@ -98,6 +99,8 @@ function createHook(options: RateLimitOptions<FastifyArgs, FastifyHandler>): { h
       request.rateLimit = decision;
     },
     clientIp: reader.clientIp,
+    header: reader.header,
+    trust: (request) => fastifyProxyTrust(request.server),
   });
   const hook: Hook = async function floodgateRateLimit(request, reply) {
     const outcome = await flow.run([request, reply]);

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { createLimiter, type Decision } from '@floodgate/core';
 import { forwardedAddress, retryAfterSeconds } from '@floodgate/core/adapter';
-import { type AdapterUnderTest, adapterContract, held, type Options, serveHttp } from '@floodgate/test-support';
+import { type AdapterUnderTest, adapterContract, captureWarnings, held, type Options, serveHttp } from '@floodgate/test-support';
 import { getRequestListener } from '@hono/node-server';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { type FetchRateLimitOptions, getRateLimit, keyBy, withRateLimit } from './index.js';
@@ -241,6 +241,25 @@ describe('fetch specifics', () => {
     const xff = (value: string) => new Request('http://app.test/', { headers: { 'x-forwarded-for': value } });
     expect(await statuses(byHops, [xff('198.51.100.1, 10.0.0.9'), xff('spoof, 198.51.100.1, 10.0.0.9')])).toEqual([200, 429]);
     await expect(byHops(xff('10.0.0.9'))).rejects.toMatchObject({ code: 'ERR_FG_KEY', message: expect.stringContaining('clientIp') });
+  });
+
+  it('warns once about a proxy entry that is no address; says nothing of trust, which the clientIp function decides', async () => {
+    const warnings = captureWarnings();
+    try {
+      const byHops = withRateLimit(ok, { limit: 2, windowMs: 60_000, clientIp: fromTestHeader, key: keyBy.forwardedFor() });
+      const xff = (value: string) => at('10.0.0.1', { 'x-forwarded-for': value });
+      expect(await statuses(byHops, [xff('unknown'), xff('_hidden'), xff('198.51.100.1:4711'), xff('[2001:db8::1]:443'), xff('garbage')])).toEqual([
+        200, 200, 200, 200, 429,
+      ]);
+      const taken = await warnings.taken();
+      expect(taken.map((w) => w.code)).toEqual(['WRN_FG_FORWARDED_ADDRESS']);
+      expect(taken[0]?.message).toContain('keyBy.forwardedFor() found no IP address in X-Forwarded-For ("unknown")');
+      const byIp = withRateLimit(ok, { limit: 100, windowMs: 60_000, clientIp: fromTestHeader });
+      expect(await statuses(byIp, [xff('198.51.100.1'), xff('198.51.100.2')])).toEqual([200, 200]);
+      expect(await warnings.codes()).toEqual([]);
+    } finally {
+      warnings.stop();
+    }
   });
 
   it('matches allow and deny lists against the clientIp address', async () => {

@@ -140,6 +140,7 @@ export function withRateLimit<Args extends FetchArgs>(
     },
     expose: (decision, ...[request]) => void decisions.set(request, decision),
     clientIp: clientAddress,
+    header: reader.header,
     extraKeys: ['clientIp'],
   });
   if (clientIp !== undefined && typeof clientIp !== 'function') {

@@ -2,6 +2,8 @@ import type { Decision, Limiter } from '@floodgate/core';
 import {
   createKeyBy,
   createRateLimitFlow,
+  expressProxyTrust,
+  fastifyProxyTrust,
   joinHeader,
   type KeyBy,
   type RateLimitFlow,
@@ -82,6 +84,9 @@ function createFlow(options: NestRateLimitOptions): Flow {
       request.rateLimit = decision;
     },
     clientIp: reader.clientIp,
+    header: reader.header,
+    // Express's request has its app, Fastify's its server.
+    trust: (request) => expressProxyTrust(request.app) ?? fastifyProxyTrust(request.server),
   });
 }
 

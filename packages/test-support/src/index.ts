@@ -10,3 +10,4 @@ export {
   startSentinelSetup,
   useRedisServer,
 } from './redis.js';
+export { type CapturedWarning, captureWarnings } from './warnings.js';

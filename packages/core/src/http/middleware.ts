@@ -6,6 +6,7 @@ import { adapterOptionNames, type LimiterOptions, limiterOptionNames, rejectUnkn
 import { type Header, type HeadersMode, headersModes, rateLimitHeaders } from './headers.js';
 import type { KeyFunction } from './keys.js';
 import { type AccessList, compileAccessList } from './lists.js';
+import { createValidations, type ValidateOptions, type ValidationFacts } from './validate.js';
 
 /** A denial body: a string (sent as text), an object (sent as JSON), or a function of the request. */
 export type Message<Args extends unknown[]> = string | object | ((...args: Args) => string | object | Promise<string | object>);
@@ -43,6 +44,12 @@ export interface RateLimitOptions<Args extends unknown[], Handler> extends Limit
   allowList?: AccessList<Args>;
   /** Requests from these IP addresses/CIDR ranges (or for which the function is true) get 403 without a store call. */
   denyList?: AccessList<Args>;
+  /**
+   * Warnings about the setup, each at most once: X-Forwarded-For while no proxy is trusted,
+   * every proxy trusted, one key for most requests, a proxy header entry that is no address.
+   * `false` turns them off, `{ singleKey: false }` one of them. @defaultValue true
+   */
+  validate?: ValidateOptions;
 }
 
 /** What the flow decided about a request; the adapter turns it into a response. */
@@ -151,7 +158,7 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
     /** The client address as the framework sees it, for allow and deny lists. */
     clientIp: (...args: Args) => string | undefined;
     extraKeys?: readonly string[];
-  },
+  } & ValidationFacts<Args>,
 ): RateLimitFlow<Args, Handler> {
   const where = `${adapter.name}'s rateLimit()`;
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
@@ -206,6 +213,7 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
   const staticBody = typeof message === 'function' ? undefined : render(message);
   const denied = compileAccessList<Args>(options.denyList, 'denyList');
   const allowed = compileAccessList<Args>(options.allowList, 'allowList');
+  const validate = createValidations<Args>(options.validate, key, adapter);
   return {
     limiter,
     handler: options.handler,
@@ -230,6 +238,7 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
       }
       const keyed = key(...args);
       const id = checkKey(isPromise(keyed) ? await keyed : keyed);
+      if (validate !== undefined) validate(args, id);
       let units = 1;
       if (typeof cost === 'number') units = cost;
       else {
