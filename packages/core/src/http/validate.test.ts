@@ -43,9 +43,10 @@ describe('validate', () => {
     expect(await codesFor(undefined, keyBy.ip(), [proxied('some'), { ip: '10.0.0.1', trust: 'none' }])).toEqual([]);
   });
 
-  it('warns once when every proxy is trusted, unless the key is an extractor that ignores the client address', async () => {
-    expect(await codesFor(undefined, keyBy.ip(), [proxied('all'), { ip: '198.51.100.1', trust: 'all' }])).toEqual(['WRN_FG_TRUST_PROXY']);
-    expect(await codesFor(undefined, (r) => r.ip ?? '', [{ ip: '198.51.100.1', trust: 'all' }])).toEqual(['WRN_FG_TRUST_PROXY']);
+  it('warns once when every proxy is trusted and X-Forwarded-For arrives, unless the key is an extractor that ignores the client address', async () => {
+    expect(await codesFor(undefined, keyBy.ip(), [{ ip: '198.51.100.1', trust: 'all' }])).toEqual([]);
+    expect(await codesFor(undefined, keyBy.ip(), [proxied('all'), proxied('all')])).toEqual(['WRN_FG_TRUST_PROXY']);
+    expect(await codesFor(undefined, (r) => r.ip ?? '', [proxied('all')])).toEqual(['WRN_FG_TRUST_PROXY']);
     expect(await codesFor(undefined, keyBy.cloudflare(), [{ ip: '1.1.1.1', headers: { 'cf-connecting-ip': '198.51.100.1' }, trust: 'all' }])).toEqual([]);
   });
 

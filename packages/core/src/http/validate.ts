@@ -91,34 +91,32 @@ export function createValidations<Args extends unknown[]>(
   const checks: ((args: Args, key: string) => boolean)[] = [];
   const { header, trust } = facts;
 
-  if (enabled.has('xForwardedFor') && reads === true && header !== undefined && trust !== undefined) {
-    // Only keyBy.ip() (and keyBy.header()'s fallback to it) reads the address the framework chose.
-    checks.push(function xForwardedFor(args) {
+  // Both proxy checks look at requests that carry X-Forwarded-For: without it, the client address is the
+  // connection's whatever the setting. One header read per request; the setting is read only with the header.
+  let untrusted = enabled.has('xForwardedFor') && reads === true; // keyBy.ip(), or keyBy.header() falling back to it
+  let trustsAll = enabled.has('trustProxy') && reads !== false; // a key function of your own may read the client address too
+  if ((untrusted || trustsAll) && header !== undefined && trust !== undefined) {
+    checks.push(function proxies(args) {
       if (header('x-forwarded-for', ...args) === undefined) return false;
       const setting = trust(...args);
-      if (setting?.level !== 'none') return false;
-      emitWarning(
-        new FloodgateWarning(
-          WarningCodes.X_FORWARDED_FOR,
-          `A request carries X-Forwarded-For, but ${setting.setting}: the limiter keys it by the address of the proxy that sent it, so every client behind that proxy shares one bucket. If the app is behind proxies, ${setting.fix} (see docs/behind-a-proxy.md). If it is not, the client sent the header itself: turn this check off with validate: { xForwardedFor: false }.`,
-        ),
-      );
-      return true;
-    });
-  }
-
-  if (enabled.has('trustProxy') && reads !== false && trust !== undefined) {
-    // A key function of your own may read the client address too: only the extractors known not to are left out.
-    checks.push(function trustProxy(args) {
-      const setting = trust(...args);
-      if (setting?.level !== 'all') return false;
-      emitWarning(
-        new FloodgateWarning(
-          WarningCodes.TRUST_PROXY,
-          `${setting.setting}: the client address is the left-most X-Forwarded-For entry, which the client writes, so a client picks its own key and escapes the limit by changing it. Trust only your own proxies: ${setting.fix} (see docs/behind-a-proxy.md). To keep this setting, turn this check off with validate: { trustProxy: false }.`,
-        ),
-      );
-      return true;
+      if (untrusted && setting?.level === 'none') {
+        untrusted = false;
+        emitWarning(
+          new FloodgateWarning(
+            WarningCodes.X_FORWARDED_FOR,
+            `A request carries X-Forwarded-For, but ${setting.setting}: the limiter keys it by the address of the proxy that sent it, so every client behind that proxy shares one bucket. If the app is behind proxies, ${setting.fix} (see docs/behind-a-proxy.md). If it is not, the client sent the header itself: turn this check off with validate: { xForwardedFor: false }.`,
+          ),
+        );
+      } else if (trustsAll && setting?.level === 'all') {
+        trustsAll = false;
+        emitWarning(
+          new FloodgateWarning(
+            WarningCodes.TRUST_PROXY,
+            `${setting.setting}: the client address is the left-most X-Forwarded-For entry, which the client writes, so a client picks its own key and escapes the limit by changing it. Trust only your own proxies: ${setting.fix} (see docs/behind-a-proxy.md). To keep this setting, turn this check off with validate: { trustProxy: false }.`,
+          ),
+        );
+      }
+      return !untrusted && !trustsAll;
     });
   }
 
