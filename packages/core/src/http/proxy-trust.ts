@@ -51,7 +51,14 @@ const KOA = {
   all: trust('all', 'Koa trusts every proxy (app.proxy is true and app.maxIpsCount is 0)', KOA_FIX),
 };
 
-/** Koa's `app.proxy` and `app.maxIpsCount`: `ctx.app`. */
+/**
+ * Koa's `app.proxy` and `app.maxIpsCount`: `ctx.app`.
+ *
+ * @example
+ * ```ts
+ * createRateLimitFlow(options, { ..., trust: (ctx) => koaProxyTrust(ctx.app) });
+ * ```
+ */
 export function koaProxyTrust(app: unknown): ProxyTrust | undefined {
   if (typeof app !== 'object' || app === null || !('proxy' in app)) return undefined;
   const { proxy, maxIpsCount } = app as { proxy?: unknown; maxIpsCount?: unknown };
@@ -83,6 +90,11 @@ function fastifyOptions(instance: object): { trustProxy?: unknown } | undefined 
  * Fastify's `trustProxy` server option (Fastify 4 and 5; NestJS on Fastify):
  * `request.server`. Fastify keeps it private: read once per instance, and
  * undefined when this Fastify keeps it elsewhere.
+ *
+ * @example
+ * ```ts
+ * createRateLimitFlow(options, { ..., trust: (request) => fastifyProxyTrust(request.server) });
+ * ```
  */
 export function fastifyProxyTrust(instance: unknown): ProxyTrust | undefined {
   if (typeof instance !== 'object' || instance === null) return undefined;
@@ -104,6 +116,12 @@ export function fastifyProxyTrust(instance: unknown): ProxyTrust | undefined {
 /**
  * A framework without a trust-proxy setting, whose client address is the TCP
  * peer's (Hono on Node): behind proxies, the key must come from their header.
+ *
+ * @example
+ * ```ts
+ * const socketOnly = socketOnlyProxyTrust('Hono');
+ * createRateLimitFlow(options, { ..., trust: () => socketOnly });
+ * ```
  */
 export function socketOnlyProxyTrust(framework: string): ProxyTrust {
   return trust(

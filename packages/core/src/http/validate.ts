@@ -9,7 +9,16 @@ import { describe, ErrorCodes, FloodgateError } from '../errors.js';
 import { keyReadsClientIp, unreadAddressOf } from './keys.js';
 import type { ProxyTrust } from './proxy-trust.js';
 
-/** The code of every warning Floodgate emits: stable, match on it rather than on the message. */
+/**
+ * The code of every warning Floodgate emits: stable, match on it rather than on the message.
+ *
+ * @example
+ * ```ts
+ * process.on('warning', (warning) => {
+ *   if ((warning as FloodgateWarning).code === WarningCodes.SINGLE_KEY) metrics.increment('floodgate.single_key');
+ * });
+ * ```
+ */
 export const WarningCodes = {
   /** X-Forwarded-For arrives while the framework trusts no proxy: every client shares the proxy's bucket. */
   X_FORWARDED_FOR: 'WRN_FG_X_FORWARDED_FOR',
@@ -53,8 +62,8 @@ export function emitWarning(warning: FloodgateWarning): void {
 }
 
 /** The checks `validate` turns on and off by name. */
-export const validationNames = ['xForwardedFor', 'trustProxy', 'singleKey', 'forwardedAddress'] as const;
-export type ValidationName = (typeof validationNames)[number];
+export type ValidationName = 'xForwardedFor' | 'trustProxy' | 'singleKey' | 'forwardedAddress';
+const validationNames: readonly ValidationName[] = ['xForwardedFor', 'trustProxy', 'singleKey', 'forwardedAddress'];
 
 /**
  * The `validate` option: `true` (the default) runs every check, `false` none;
