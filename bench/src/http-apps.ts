@@ -2,8 +2,9 @@
  * The HTTP servers compared in http.ts: each framework bare, with Floodgate
  * (memory and Redis store), and with the rate limiter its users would pick
  * instead. Every limiter keys by client IP, the default everywhere, and keeps
- * its default headers; limits are far above what a run sends, so every
- * response is a 200 "ok".
+ * its default headers (Floodgate's singleKey warning is off: one load generator
+ * is one client); limits are far above what a run sends, so every response is
+ * a 200 "ok".
  */
 import { createServer, type Server } from 'node:http';
 import { RedisStore } from '@floodgate/core';
@@ -55,6 +56,8 @@ export const variantLabels: Record<Framework, Record<Variant, string>> = {
 /** Out of reach of any run: nothing is limited. */
 const LIMIT = 1_000_000_000;
 const WINDOW_MS = 60_000;
+/** One load generator is one client by design: the singleKey check would say so once per server. The other checks stay on. */
+const VALIDATE = { singleKey: false } as const;
 
 /** An ioredis client as Floodgate's README sets it up, ready before the server listens. */
 async function connect(port: number): Promise<Redis> {
@@ -70,10 +73,10 @@ async function expressServer(variant: Variant, redisPort: number): Promise<Serve
   const app = express();
   switch (variant) {
     case 'floodgate-memory':
-      app.use(floodgateExpress({ limit: LIMIT, windowMs: WINDOW_MS }));
+      app.use(floodgateExpress({ limit: LIMIT, windowMs: WINDOW_MS, validate: VALIDATE }));
       break;
     case 'floodgate-redis':
-      app.use(floodgateExpress({ limit: LIMIT, windowMs: WINDOW_MS, store: new RedisStore({ client: await connect(redisPort) }) }));
+      app.use(floodgateExpress({ limit: LIMIT, windowMs: WINDOW_MS, validate: VALIDATE, store: new RedisStore({ client: await connect(redisPort) }) }));
       break;
     case 'peer-memory':
       app.use(expressRateLimit({ limit: LIMIT, windowMs: WINDOW_MS }));
@@ -95,10 +98,10 @@ async function koaServer(variant: Variant, redisPort: number): Promise<Server> {
   const app = new Koa();
   switch (variant) {
     case 'floodgate-memory':
-      app.use(floodgateKoa({ limit: LIMIT, windowMs: WINDOW_MS }));
+      app.use(floodgateKoa({ limit: LIMIT, windowMs: WINDOW_MS, validate: VALIDATE }));
       break;
     case 'floodgate-redis':
-      app.use(floodgateKoa({ limit: LIMIT, windowMs: WINDOW_MS, store: new RedisStore({ client: await connect(redisPort) }) }));
+      app.use(floodgateKoa({ limit: LIMIT, windowMs: WINDOW_MS, validate: VALIDATE, store: new RedisStore({ client: await connect(redisPort) }) }));
       break;
     case 'peer-memory':
       app.use(koaRatelimit({ driver: 'memory', db: new Map(), max: LIMIT, duration: WINDOW_MS }));
@@ -119,10 +122,10 @@ async function honoServer(variant: Variant, redisPort: number): Promise<Server> 
   const keyGenerator = (c: Parameters<typeof getConnInfo>[0]) => getConnInfo(c).remote.address ?? '';
   switch (variant) {
     case 'floodgate-memory':
-      app.use(floodgateHono({ limit: LIMIT, windowMs: WINDOW_MS }));
+      app.use(floodgateHono({ limit: LIMIT, windowMs: WINDOW_MS, validate: VALIDATE }));
       break;
     case 'floodgate-redis':
-      app.use(floodgateHono({ limit: LIMIT, windowMs: WINDOW_MS, store: new RedisStore({ client: await connect(redisPort) }) }));
+      app.use(floodgateHono({ limit: LIMIT, windowMs: WINDOW_MS, validate: VALIDATE, store: new RedisStore({ client: await connect(redisPort) }) }));
       break;
     case 'peer-memory':
       app.use(honoRateLimiter({ limit: LIMIT, windowMs: WINDOW_MS, keyGenerator }));

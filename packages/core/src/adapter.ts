@@ -11,7 +11,9 @@ export {
   createKeyBy,
   type ForwardedForOptions,
   forwardedAddress,
+  forwardedFor,
   type HeaderKeyOptions,
+  hostOf,
   type IpKeyOptions,
   joinHeader,
   type KeyBy,
@@ -32,5 +34,7 @@ export {
   settleWhenDone,
 } from './http/middleware.js';
 export { PROBLEM_CONTENT_TYPE, type ProblemOptions, problemResponse, problemTypes, type RateLimitProblem, rateLimitProblem } from './http/problem.js';
+export { expressProxyTrust, fastifyProxyTrust, koaProxyTrust, type ProxyTrust, socketOnlyProxyTrust } from './http/proxy-trust.js';
+export type { ValidationFacts } from './http/validate.js';
 export { isUnmeasured } from './limiter.js';
 export { derivedPrefix, limiterOptionNames, ruleShorthandNames } from './options.js';

@@ -88,6 +88,7 @@ export const adapterOptionNames: ReadonlySet<string> = new Set([
   'allowList',
   'denyList',
   'problemDetails',
+  'validate',
 ]);
 
 /** The longest delay setTimeout keeps (2^31 - 1 ms): a longer one fires after 1 ms. */

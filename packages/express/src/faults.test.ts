@@ -58,7 +58,7 @@ async function scenario(options: { policy: 'allow' | 'deny' | 'insurance'; clien
   limiter.on('error', (e) => errors.push(e.error.message));
 
   const app = express();
-  app.get('/', rateLimit({ limiter, key: () => 'one-key' }), (req, res) => {
+  app.get('/', rateLimit({ limiter, key: () => 'one-key', validate: { singleKey: false } }), (req, res) => {
     res.set('x-decided-by', req.rateLimit?.storeError ? 'policy' : 'redis').send('ok');
   });
   app.use((_req: express.Request, res: express.Response) => res.status(404).end());

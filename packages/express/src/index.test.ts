@@ -21,7 +21,7 @@ function expressUnderTest(name: string, express: Express): AdapterUnderTest {
     seesAbandonedRequests: true,
     async start(routes, settings = {}) {
       const app = express();
-      if (settings.trustProxy) app.set('trust proxy', true);
+      if (settings.trustProxy) app.set('trust proxy', 'loopback');
       for (const route of routes) {
         const method = route.method === 'POST' ? 'post' : 'get';
         app[method](route.path, ...[route.options].flat().map(rateLimit), (req: Request, res: Response) => {

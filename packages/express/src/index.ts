@@ -2,6 +2,7 @@ import type { Decision } from '@floodgate/core';
 import {
   createKeyBy,
   createRateLimitFlow,
+  expressProxyTrust,
   joinHeader,
   type KeyBy,
   type Outcome,
@@ -94,6 +95,8 @@ export function rateLimit(options: ExpressRateLimitOptions): RequestHandler {
       req.rateLimit = decision;
     },
     clientIp: reader.clientIp,
+    header: reader.header,
+    trust: (req) => expressProxyTrust(req.app),
   });
   return function floodgateRateLimit(req: Request, res: Response, next: NextFunction): void {
     flow.run([req, res]).then((outcome) => {

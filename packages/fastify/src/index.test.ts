@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { createLimiter, type Decision, MemoryStore } from '@floodgate/core';
-import { type AdapterUnderTest, adapterContract, held, type Options, type Route, type Running } from '@floodgate/test-support';
+import { type AdapterUnderTest, adapterContract, captureWarnings, held, type Options, type Route, type Running } from '@floodgate/test-support';
 import Fastify5, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import Fastify4 from 'fastify4';
 import { describe, expect, it } from 'vitest';
@@ -48,7 +48,7 @@ function fastifyUnderTest(name: string, Fastify: Fastify, mount: 'per context' |
       reply.code(418).send({ rule: decision.rule, retryAfter: reply.getHeader('retry-after') }),
     seesAbandonedRequests: true,
     async start(routes: Route[], settings = {}) {
-      const app = newApp(Fastify, { trustProxy: settings.trustProxy === true });
+      const app = newApp(Fastify, { trustProxy: settings.trustProxy === true ? 'loopback' : false });
       if (mount === 'route config') {
         await app.register(rateLimit, { global: false });
         for (const route of routes) {
@@ -174,6 +174,43 @@ describe.each(frameworks)('%s specifics', (_, Fastify) => {
       expect(await statuses(get, '/sibling/x', 3)).toEqual([200, 200, 200]);
       expect(await statuses(get, '/root', 3)).toEqual([200, 200, 200]);
     });
+  });
+
+  it('warns once about X-Forwarded-For while no proxy is trusted, once about trustProxy: true, never with proxies named', async () => {
+    const warnings = captureWarnings();
+    /** What is warned while a plugin in a child context serves three X-Forwarded-For requests under this trustProxy. */
+    const warned = async (trustProxy: FastifyServerOptions['trustProxy'] | 1, validate?: boolean) => {
+      const app = newApp(Fastify, { trustProxy: trustProxy as FastifyServerOptions['trustProxy'] });
+      await app.register(async (child) => {
+        await child.register(rateLimit, { ...minute, limit: 100, validate });
+        child.get('/', ok);
+      });
+      await serve(app, async (get) => {
+        for (const xff of ['198.51.100.1', '198.51.100.2', '203.0.113.9, 198.51.100.3']) {
+          expect(await statuses(get, '/', 1, { headers: { 'x-forwarded-for': xff } })).toEqual([200]);
+        }
+      });
+      return warnings.taken();
+    };
+    try {
+      const untrusted = await warned(false);
+      expect(untrusted.map((w) => w.code)).toEqual(['WRN_FG_X_FORWARDED_FOR']);
+      expect(untrusted[0]?.message).toContain('Fastify trusts no proxy (its trustProxy option is off)');
+      const everyone = await warned(true);
+      expect(everyone.map((w) => w.code)).toEqual(['WRN_FG_TRUST_PROXY']);
+      expect(everyone[0]?.message).toContain("name the proxies in front of the app, Fastify({ trustProxy: '127.0.0.1' })");
+      expect(await warned('127.0.0.1')).toEqual([]);
+      expect(await warned(['127.0.0.0/8', '10.0.0.0/8'])).toEqual([]);
+      // A number of proxies: trusted by Fastify 4, ignored by Fastify 5, which then sees only the proxy.
+      const counted = await warned(1);
+      if (Fastify === Fastify5) {
+        expect(counted.map((w) => w.message)).toEqual([expect.stringContaining('Fastify 5 trusts no proxy when trustProxy is a number')]);
+      } else expect(counted).toEqual([]);
+      expect(await warned(false, false)).toEqual([]);
+      expect(await warned(true, false)).toEqual([]);
+    } finally {
+      warnings.stop();
+    }
   });
 
   it("follows Fastify's trustProxy: a trusted proxy's X-Forwarded-For is the client address", async () => {

@@ -3,6 +3,7 @@ import {
   createKeyBy,
   createRateLimitFlow,
   derivedPrefix,
+  fastifyProxyTrust,
   joinHeader,
   type KeyBy,
   limiterOptionNames,
@@ -99,6 +100,8 @@ function createHook(options: RateLimitOptions<FastifyArgs, FastifyHandler>): { h
       request.rateLimit = decision;
     },
     clientIp: reader.clientIp,
+    header: reader.header,
+    trust: (request) => fastifyProxyTrust(request.server),
   });
   const hook: Hook = async function floodgateRateLimit(request, reply) {
     const outcome = await flow.run([request, reply]);

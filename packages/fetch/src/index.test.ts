@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { createLimiter, type Decision } from '@floodgate/core';
 import { forwardedAddress, retryAfterSeconds } from '@floodgate/core/adapter';
-import { type AdapterUnderTest, adapterContract, held, type Options, serveHttp } from '@floodgate/test-support';
+import { type AdapterUnderTest, adapterContract, captureWarnings, held, type Options, serveHttp } from '@floodgate/test-support';
 import { getRequestListener } from '@hono/node-server';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { type FetchRateLimitOptions, getRateLimit, keyBy, withRateLimit } from './index.js';
@@ -198,7 +198,7 @@ describe('fetch specifics', () => {
     await expect(limited(new Request('http://app.test/'))).rejects.toMatchObject({ code: 'ERR_FG_KEY', status: 500 });
   });
 
-  it('keys by the address a platform sets: cf-connecting-ip, x-real-ip or x-forwarded-for on Vercel, fly-client-ip', async () => {
+  it('keys by the address a platform sets: cf-connecting-ip, x-vercel-forwarded-for or x-real-ip on Vercel, fly-client-ip', async () => {
     const cloudflare = withRateLimit(ok, { limit: 1, windowMs: 60_000, key: keyBy.cloudflare() });
     const cf = (ip: string) => new Request('http://app.test/', { headers: { 'cf-connecting-ip': ip } });
     expect(await statuses(cloudflare, [cf('::ffff:203.0.113.7'), cf('203.0.113.7'), cf('2001:db8:1234:5601::1'), cf('2001:db8:1234:56ff::9')])).toEqual([
@@ -213,8 +213,10 @@ describe('fetch specifics', () => {
     const vercel = withRateLimit(ok, { limit: 1, windowMs: 60_000, key: keyBy.vercel() });
     const v = (headers: Record<string, string>) => new Request('http://app.test/', { headers });
     expect(
-      await statuses(vercel, [v({ 'x-real-ip': '198.51.100.1' }), v({ 'x-forwarded-for': '198.51.100.1' }), v({ 'x-forwarded-for': 'spoof, 198.51.100.2' })]),
+      await statuses(vercel, [v({ 'x-vercel-forwarded-for': '198.51.100.1' }), v({ 'x-real-ip': '198.51.100.1' }), v({ 'x-real-ip': '198.51.100.2' })]),
     ).toEqual([200, 429, 200]);
+    // X-Forwarded-For alone is no Vercel request: Vercel sets the other two on every request it forwards.
+    await expect(vercel(v({ 'x-forwarded-for': '198.51.100.3' }))).rejects.toMatchObject({ code: 'ERR_FG_KEY', message: expect.stringContaining('Vercel') });
 
     const fly = withRateLimit(ok, { limit: 1, windowMs: 60_000, key: keyBy.fly({ ipv6Subnet: 64 }) });
     const f = (ip: string) => new Request('http://app.test/', { headers: { 'fly-client-ip': ip } });
@@ -239,6 +241,25 @@ describe('fetch specifics', () => {
     const xff = (value: string) => new Request('http://app.test/', { headers: { 'x-forwarded-for': value } });
     expect(await statuses(byHops, [xff('198.51.100.1, 10.0.0.9'), xff('spoof, 198.51.100.1, 10.0.0.9')])).toEqual([200, 429]);
     await expect(byHops(xff('10.0.0.9'))).rejects.toMatchObject({ code: 'ERR_FG_KEY', message: expect.stringContaining('clientIp') });
+  });
+
+  it('warns once about a proxy entry that is no address; says nothing of trust, which the clientIp function decides', async () => {
+    const warnings = captureWarnings();
+    try {
+      const byHops = withRateLimit(ok, { limit: 2, windowMs: 60_000, clientIp: fromTestHeader, key: keyBy.forwardedFor() });
+      const xff = (value: string) => at('10.0.0.1', { 'x-forwarded-for': value });
+      expect(await statuses(byHops, [xff('unknown'), xff('_hidden'), xff('198.51.100.1:4711'), xff('[2001:db8::1]:443'), xff('garbage')])).toEqual([
+        200, 200, 200, 200, 429,
+      ]);
+      const taken = await warnings.taken();
+      expect(taken.map((w) => w.code)).toEqual(['WRN_FG_FORWARDED_ADDRESS']);
+      expect(taken[0]?.message).toContain('keyBy.forwardedFor() found no IP address in X-Forwarded-For ("unknown")');
+      const byIp = withRateLimit(ok, { limit: 100, windowMs: 60_000, clientIp: fromTestHeader });
+      expect(await statuses(byIp, [xff('198.51.100.1'), xff('198.51.100.2')])).toEqual([200, 200]);
+      expect(await warnings.codes()).toEqual([]);
+    } finally {
+      warnings.stop();
+    }
   });
 
   it('matches allow and deny lists against the clientIp address', async () => {

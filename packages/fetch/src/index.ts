@@ -1,16 +1,5 @@
 import { type Decision, ErrorCodes, FloodgateError } from '@floodgate/core';
-import {
-  createKeyBy,
-  createRateLimitFlow,
-  forwardedAddress,
-  type Header,
-  type IpKeyOptions,
-  type KeyBy,
-  type KeyFunction,
-  normalizeIp,
-  type RateLimitOptions,
-  type RequestReader,
-} from '@floodgate/core/adapter';
+import { createKeyBy, createRateLimitFlow, type Header, type KeyBy, type RateLimitOptions, type RequestReader } from '@floodgate/core/adapter';
 
 export { createLimiter, type Decision, type Limiter, MemoryStore, type RuleOptions } from '@floodgate/core';
 export { FloodgateError };
@@ -43,7 +32,7 @@ function requiredAddress(...args: FetchArgs): string | undefined {
   if (clientIpOf.has(args[0])) return clientAddress(...args);
   throw new FloodgateError(
     ErrorCodes.KEY,
-    "No client address: keyBy.ip() needs withRateLimit()'s clientIp option, and so does keyBy.forwardedFor() when X-Forwarded-For has fewer entries than hops.",
+    "No client address: keyBy.ip() needs withRateLimit()'s clientIp option, and so do keyBy.forwardedFor() and keyBy.forwarded() when their header has fewer entries than hops, or no address in that entry.",
   );
 }
 const reader: RequestReader<FetchArgs> = {
@@ -51,43 +40,20 @@ const reader: RequestReader<FetchArgs> = {
   socketIp: requiredAddress,
   header: (name, request) => request.headers.get(name) ?? undefined,
 };
-const core = createKeyBy(reader);
-
-/** A key preset: the address a platform's edge puts in a header it sets itself, normalized like keyBy.ip(). */
-function fromHeader(preset: string, read: (request: Request) => string | null | undefined) {
-  return (options: IpKeyOptions = {}): KeyFunction<FetchArgs> =>
-    createKeyBy<FetchArgs>({
-      ...reader,
-      clientIp(request) {
-        const address = read(request);
-        if (normalizeIp(address ?? undefined) !== undefined) return address ?? undefined;
-        throw new FloodgateError(
-          ErrorCodes.KEY,
-          `keyBy.${preset}() found no client address on the request (got ${JSON.stringify(address)}); is the app behind that platform?`,
-        );
-      },
-    }).ip(options);
-}
 
 /**
  * Key extractors for fetch handlers. A Request carries no socket, so pick the one that matches
- * where the app runs: `cloudflare()` (`cf-connecting-ip`), `vercel()` (`x-real-ip`, else
- * `x-forwarded-for`), `fly()` (`fly-client-ip`), `forwardedFor({ hops })` behind your own proxies,
- * `header(name)` for a user id; `ip()` reads the `clientIp` option. IPv4-mapped IPv6 becomes IPv4,
- * IPv6 is grouped by /56.
+ * where the app runs: `cloudflare()` (`cf-connecting-ip`), `vercel()` (`x-vercel-forwarded-for`,
+ * else `x-real-ip`), `fly()` (`fly-client-ip`), `cloudfront()` (`cloudfront-viewer-address`),
+ * `forwardedFor({ hops })` or `forwarded({ hops })` behind your own proxies, `header(name)` for a
+ * user id; `ip()` reads the `clientIp` option. IPv4-mapped IPv6 becomes IPv4, IPv6 is grouped by /56.
  *
  * @example
  * ```ts
  * export default { fetch: withRateLimit(app.fetch, { limit: 100, windowMs: 60_000, key: keyBy.cloudflare() }) };
  * ```
  */
-export const keyBy: KeyBy<FetchArgs> & Record<'cloudflare' | 'vercel' | 'fly', (options?: IpKeyOptions) => KeyFunction<FetchArgs>> = {
-  ...core,
-  cloudflare: fromHeader('cloudflare', (request) => request.headers.get('cf-connecting-ip')),
-  // Vercel sets x-real-ip and overwrites x-forwarded-for with the client's address.
-  vercel: fromHeader('vercel', (request) => request.headers.get('x-real-ip') ?? forwardedAddress(request.headers.get('x-forwarded-for') ?? undefined, 1)),
-  fly: fromHeader('fly', (request) => request.headers.get('fly-client-ip')),
-};
+export const keyBy: KeyBy<FetchArgs> = createKeyBy(reader);
 
 /**
  * The decision `withRateLimit()` took for this request, or undefined (skipped, or not rate limited).
@@ -174,6 +140,7 @@ export function withRateLimit<Args extends FetchArgs>(
     },
     expose: (decision, ...[request]) => void decisions.set(request, decision),
     clientIp: clientAddress,
+    header: reader.header,
     extraKeys: ['clientIp'],
   });
   if (clientIp !== undefined && typeof clientIp !== 'function') {

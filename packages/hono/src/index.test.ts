@@ -1,5 +1,5 @@
 import { createLimiter, type Decision } from '@floodgate/core';
-import { type AdapterUnderTest, adapterContract, held, serveHttp } from '@floodgate/test-support';
+import { type AdapterUnderTest, adapterContract, captureWarnings, held, serveHttp } from '@floodgate/test-support';
 import { getRequestListener } from '@hono/node-server';
 import { type Context, Hono, type Next } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
@@ -72,6 +72,34 @@ describe('Hono specifics', () => {
     expect((await app.request('/')).status).toBe(429);
     address = '203.0.113.2';
     expect((await app.request('/')).status).toBe(200);
+  });
+
+  it('on Node, warns once that X-Forwarded-For arrives while keyBy.ip() reads the socket, naming keyBy.forwardedFor(); elsewhere the runtime decides', async () => {
+    const warnings = captureWarnings();
+    const warned = async (options: Parameters<typeof rateLimit>[0]) => {
+      const app = new Hono();
+      app.use(rateLimit(options));
+      app.get('/', (c) => c.text('ok'));
+      const { url, close } = await listen(app);
+      try {
+        for (const xff of ['198.51.100.1', '198.51.100.2']) expect((await fetch(url, { headers: { 'x-forwarded-for': xff } })).status).toBe(200);
+      } finally {
+        await close();
+      }
+      return warnings.taken();
+    };
+    try {
+      const untrusted = await warned({ limit: 100, windowMs: 60_000 });
+      expect(untrusted.map((w) => w.code)).toEqual(['WRN_FG_X_FORWARDED_FOR']);
+      expect(untrusted[0]?.message).toContain('Hono has no trust-proxy setting');
+      expect(untrusted[0]?.message).toContain('keyBy.forwardedFor({ hops: 1 })');
+      expect(await warned({ limit: 100, windowMs: 60_000, key: keyBy.forwardedFor() })).toEqual([]);
+      // With getConnInfo the runtime's answer is the client (Workers: cf-connecting-ip): nothing to say.
+      expect(await warned({ limit: 100, windowMs: 60_000, getConnInfo: () => ({ remote: { address: '203.0.113.1' } }) })).toEqual([]);
+      expect(await warned({ limit: 100, windowMs: 60_000, validate: false })).toEqual([]);
+    } finally {
+      warnings.stop();
+    }
   });
 
   it('rejects a getConnInfo that is not a function', () => {

@@ -7,6 +7,7 @@ import {
   type RateLimitOptions,
   type RequestReader,
   settleWhenDone,
+  socketOnlyProxyTrust,
 } from '@floodgate/core/adapter';
 import type { Context, MiddlewareHandler, Next } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
@@ -55,6 +56,10 @@ function nodeResponse(c: Context): NodeResponse | undefined {
   return typeof outgoing?.once === 'function' ? (outgoing as NodeResponse) : undefined;
 }
 
+/** On @hono/node-server without getConnInfo the client address is the socket's: proxies go unnoticed. Elsewhere the runtime decides. */
+const socketOnly = socketOnlyProxyTrust('Hono');
+const proxyTrust = (c: Context) => (connInfoOf.has(c) || (c.env as { incoming?: unknown } | undefined)?.incoming === undefined ? undefined : socketOnly);
+
 const reader: RequestReader<HonoArgs> = {
   clientIp: clientAddress,
   socketIp: clientAddress,
@@ -95,6 +100,8 @@ export function rateLimit(options: HonoRateLimitOptions): MiddlewareHandler<{ Va
       c.set('rateLimit', decision);
     },
     clientIp: clientAddress,
+    header: reader.header,
+    trust: proxyTrust,
     extraKeys: ['getConnInfo'],
   });
   const getConnInfo = options.getConnInfo;

@@ -1,5 +1,5 @@
 import { createLimiter, type Decision } from '@floodgate/core';
-import { type AdapterUnderTest, adapterContract, held, serveHttp } from '@floodgate/test-support';
+import { type AdapterUnderTest, adapterContract, captureWarnings, held, serveHttp } from '@floodgate/test-support';
 import Router from '@koa/router';
 import Koa3, { type Context, type Next } from 'koa';
 import Koa2 from 'koa2';
@@ -26,6 +26,7 @@ function koaUnderTest(name: string, Koa: KoaClass): AdapterUnderTest {
       const app = new Koa();
       app.silent = true; // errors the routes throw on purpose are not news
       app.proxy = settings.trustProxy === true;
+      app.maxIpsCount = 1; // the test's requests come through one proxy, themselves
       const router = new Router();
       for (const route of routes) {
         const method = route.method === 'POST' ? 'post' : 'get';
@@ -52,6 +53,42 @@ const frameworks: [string, KoaClass][] = [
 for (const [name, Koa] of frameworks) adapterContract(koaUnderTest(name, Koa));
 
 describe.each(frameworks)('%s specifics', (_, Koa) => {
+  it('warns once about X-Forwarded-For while app.proxy is off, once about app.proxy without app.maxIpsCount, never with both set', async () => {
+    const warnings = captureWarnings();
+    /** Codes warned while serving `requests` X-Forwarded-For requests with these proxy settings (and `validate`). */
+    const warned = async (proxy: boolean, maxIpsCount: number, validate?: boolean) => {
+      const app = new Koa();
+      app.proxy = proxy;
+      app.maxIpsCount = maxIpsCount;
+      app.use(rateLimit({ limit: 100, windowMs: 60_000, validate }));
+      app.use((ctx: Context) => {
+        ctx.body = 'ok';
+      });
+      const { url, close } = await listen(app);
+      try {
+        for (const xff of ['198.51.100.1', '198.51.100.2', '203.0.113.9, 198.51.100.3']) {
+          expect((await fetch(url, { headers: { 'x-forwarded-for': xff } })).status).toBe(200);
+        }
+      } finally {
+        await close();
+      }
+      return warnings.taken();
+    };
+    try {
+      const untrusted = await warned(false, 0);
+      expect(untrusted.map((w) => w.code)).toEqual(['WRN_FG_X_FORWARDED_FOR']);
+      expect(untrusted[0]?.message).toContain('Koa trusts no proxy (app.proxy is false)');
+      const everyone = await warned(true, 0);
+      expect(everyone.map((w) => w.code)).toEqual(['WRN_FG_TRUST_PROXY']);
+      expect(everyone[0]?.message).toContain('set app.proxy = true and app.maxIpsCount to the number of proxies');
+      expect(await warned(true, 1)).toEqual([]);
+      expect(await warned(false, 0, false)).toEqual([]);
+      expect(await warned(true, 0, false)).toEqual([]);
+    } finally {
+      warnings.stop();
+    }
+  });
+
   it('follows app.proxy and app.maxIpsCount for ctx.ip', async () => {
     const app = new Koa();
     app.proxy = true;

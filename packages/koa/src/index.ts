@@ -1,5 +1,14 @@
 import type { Decision } from '@floodgate/core';
-import { createKeyBy, createRateLimitFlow, joinHeader, type KeyBy, type RateLimitOptions, type RequestReader, settleWhenDone } from '@floodgate/core/adapter';
+import {
+  createKeyBy,
+  createRateLimitFlow,
+  joinHeader,
+  type KeyBy,
+  koaProxyTrust,
+  type RateLimitOptions,
+  type RequestReader,
+  settleWhenDone,
+} from '@floodgate/core/adapter';
 import type { Context, Middleware, Next } from 'koa';
 
 export { createLimiter, type Decision, FloodgateError, type Limiter, MemoryStore, type RuleOptions } from '@floodgate/core';
@@ -56,6 +65,8 @@ export function rateLimit(options: KoaRateLimitOptions): Middleware<RateLimitSta
       ctx.state.rateLimit = decision;
     },
     clientIp: reader.clientIp,
+    header: reader.header,
+    trust: (ctx) => koaProxyTrust(ctx.app),
   });
   return async function floodgateRateLimit(ctx, next) {
     const outcome = await flow.run([ctx as Context]);

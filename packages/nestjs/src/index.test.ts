@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { createLimiter, type Decision, RedisStore } from '@floodgate/core';
-import { type AdapterUnderTest, adapterContract, held, type Route, type Running, useRedisServer } from '@floodgate/test-support';
+import { type AdapterUnderTest, adapterContract, captureWarnings, held, type Route, type Running, useRedisServer } from '@floodgate/test-support';
 import {
   type ArgumentsHost,
   type CanActivate,
@@ -38,15 +38,19 @@ type Platform = 'express' | 'fastify';
 async function startNest(
   platform: Platform,
   metadata: ModuleMetadata,
-  settings: { trustProxy?: boolean } = {},
+  settings: { trustProxy?: boolean | 'every proxy' } = {},
   setup: (app: INestApplication) => void = () => {},
 ): Promise<Running & { app: INestApplication }> {
   const moduleRef = await Test.createTestingModule(metadata).compile();
   const app =
     platform === 'express'
       ? moduleRef.createNestApplication<NestExpressApplication>(new ExpressAdapter(), { logger: false })
-      : moduleRef.createNestApplication(new FastifyAdapter({ trustProxy: settings.trustProxy ?? false }), { logger: false });
-  if (platform === 'express' && settings.trustProxy) (app as NestExpressApplication).set('trust proxy', true);
+      : moduleRef.createNestApplication(
+          new FastifyAdapter({ trustProxy: settings.trustProxy === 'every proxy' ? true : settings.trustProxy ? 'loopback' : false }),
+          { logger: false },
+        );
+  if (platform === 'express' && settings.trustProxy)
+    (app as NestExpressApplication).set('trust proxy', settings.trustProxy === 'every proxy' ? true : 'loopback');
   setup(app);
   await app.listen(0, '127.0.0.1');
   const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
@@ -388,6 +392,33 @@ describe.each<Platform>(['express', 'fastify'])('NestJS on %s', (platform) => {
     await expect(startNest(platform, { imports: [FloodgateModule.forRoot(root)], controllers: [SubController] })).rejects.toMatchObject({
       code: 'ERR_FG_OPTION',
     });
+  });
+
+  it('warns once about X-Forwarded-For while the platform trusts no proxy, once when it trusts every proxy, never with the loopback proxy trusted', async () => {
+    const warnings = captureWarnings();
+    const warned = async (trustProxy: boolean | 'every proxy', validate?: boolean) => {
+      const running = await startNest(
+        platform,
+        { imports: [FloodgateModule.forRoot({ ...root, limit: 100, validate })], controllers: [PlainController] },
+        { trustProxy },
+      );
+      try {
+        for (const xff of ['198.51.100.1', '198.51.100.2']) expect((await get(running, '/plain', { 'x-forwarded-for': xff })).status).toBe(200);
+      } finally {
+        await running.close();
+      }
+      return warnings.taken();
+    };
+    try {
+      const untrusted = await warned(false);
+      expect(untrusted.map((w) => w.code)).toEqual(['WRN_FG_X_FORWARDED_FOR']);
+      expect(untrusted[0]?.message).toContain(platform === 'express' ? 'Express trusts no proxy' : 'Fastify trusts no proxy');
+      expect((await warned('every proxy')).map((w) => w.code)).toEqual(['WRN_FG_TRUST_PROXY']);
+      expect(await warned(true)).toEqual([]);
+      expect(await warned(false, false)).toEqual([]);
+    } finally {
+      warnings.stop();
+    }
   });
 
   it('throws a RateLimitedException that your filters catch, with the rate-limit headers already set', async () => {

@@ -3,6 +3,8 @@ import {
   createKeyBy,
   createRateLimitFlow,
   derivedPrefix,
+  expressProxyTrust,
+  fastifyProxyTrust,
   joinHeader,
   type KeyBy,
   limiterOptionNames,
@@ -85,6 +87,9 @@ function createFlow(options: NestRateLimitOptions): Flow {
       request.rateLimit = decision;
     },
     clientIp: reader.clientIp,
+    header: reader.header,
+    // Express's request has its app, Fastify's its server.
+    trust: (request) => expressProxyTrust(request.app) ?? fastifyProxyTrust(request.server),
   });
 }
 

@@ -22,13 +22,25 @@ export interface Running {
   close(): Promise<void>;
 }
 
+/** A key function of some adapter: it reads that adapter's own request type. */
+// biome-ignore lint/suspicious/noExplicitAny: each adapter's key functions read its own request type.
+type AdapterKey = any;
+
 export interface AdapterUnderTest {
   name: string;
   /** The adapter's rateLimit. */
   // biome-ignore lint/suspicious/noExplicitAny: each adapter has its own middleware type.
   rateLimit(options: Options): any;
-  // biome-ignore lint/suspicious/noExplicitAny: each adapter's keyBy reads its own request type.
-  keyBy: { ip(o?: Options): any; forwardedFor(o?: Options): any; header(name: string, o?: Options): any };
+  keyBy: {
+    ip(o?: Options): AdapterKey;
+    forwardedFor(o?: Options): AdapterKey;
+    forwarded(o?: Options): AdapterKey;
+    header(name: string, o?: Options): AdapterKey;
+    cloudflare(o?: Options): AdapterKey;
+    fly(o?: Options): AdapterKey;
+    vercel(o?: Options): AdapterKey;
+    cloudfront(o?: Options): AdapterKey;
+  };
   /** createLimiter and MemoryStore from @floodgate/core (test-support cannot depend on core). */
   // biome-ignore lint/suspicious/noExplicitAny: the limiter API is exercised through HTTP only.
   createLimiter(options: Options): any;
@@ -37,7 +49,8 @@ export interface AdapterUnderTest {
    * `status` query parameter (default 200) and the decision as JSON (`{ skipped: true }` without one); with
    * `throw=1` its handler throws; with `hang=1` it never answers; with `wait=<ms>` it answers after that long;
    * with `hold=<name>` it answers once `held(name)` resolves, when the test lets that name go.
-   * `trustProxy` makes the framework's client address come from X-Forwarded-For.
+   * `trustProxy` makes the framework trust one proxy on the loopback interface (the test itself): its client
+   * address is the last X-Forwarded-For entry.
    */
   start(routes: Route[], settings?: { trustProxy?: boolean }): Promise<Running>;
   /** Reads a request header from what the adapter hands callbacks (for cost/key callbacks). */
@@ -502,7 +515,8 @@ export function adapterContract(adapter: AdapterUnderTest): void {
     });
 
     it('does not let a spoofed X-Forwarded-For change the key while proxies are not trusted', async () => {
-      await serve([{ path: '/a', options: { limit: 2, windowMs: 60_000 } }], async (get) => {
+      // A client sends X-Forwarded-For itself: the xForwardedFor warning's false alarm, which it says to turn off.
+      await serve([{ path: '/a', options: { limit: 2, windowMs: 60_000, validate: { xForwardedFor: false } } }], async (get) => {
         const rotating = [];
         for (let i = 0; i < 4; i++) {
           const res = await get('/a', { 'x-forwarded-for': `198.51.100.${i}` });
@@ -533,6 +547,23 @@ export function adapterContract(adapter: AdapterUnderTest): void {
         expect(await statuses(get, '/a', 1, { 'x-forwarded-for': 'spoof-2, 198.51.100.1, 10.0.0.1' })).toEqual([429]);
         expect(await statuses(get, '/a', 1, { 'x-forwarded-for': '198.51.100.2, 10.0.0.1' })).toEqual([200]);
         expect(await statuses(get, '/a', 1)).toEqual([200]); // no header: the socket address
+      });
+    });
+
+    it('keyBy presets key by the platform header, port dropped, and answer 500 for a request that did not come through the platform', async () => {
+      const routes = [
+        { path: '/cf', options: { limit: 1, windowMs: 60_000, key: adapter.keyBy.cloudflare() } },
+        { path: '/cloudfront', options: { limit: 1, windowMs: 60_000, key: adapter.keyBy.cloudfront() } },
+        { path: '/forwarded', options: { limit: 1, windowMs: 60_000, key: adapter.keyBy.forwarded() } },
+      ];
+      await serve(routes, async (get) => {
+        expect(await statuses(get, '/cf', 1, { 'cf-connecting-ip': '203.0.113.7' })).toEqual([200]);
+        expect(await statuses(get, '/cf', 1, { 'cf-connecting-ip': '::ffff:203.0.113.7' })).toEqual([429]);
+        expect(await statuses(get, '/cf', 1, { 'x-forwarded-for': '203.0.113.8' })).toEqual([500]);
+        expect(await statuses(get, '/cloudfront', 1, { 'cloudfront-viewer-address': '2001:db8:1234:5601::1:46532' })).toEqual([200]);
+        expect(await statuses(get, '/cloudfront', 1, { 'cloudfront-viewer-address': '[2001:db8:1234:56ff::9]:443' })).toEqual([429]);
+        expect(await statuses(get, '/forwarded', 1, { forwarded: 'for=spoof, for="198.51.100.1:4711";proto=https' })).toEqual([200]);
+        expect(await statuses(get, '/forwarded', 1, { forwarded: 'for=198.51.100.1' })).toEqual([429]);
       });
     });
 

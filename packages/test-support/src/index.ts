@@ -19,4 +19,5 @@ export {
   useRedisServer,
 } from './redis.js';
 export { type BridgeRequest, type RestBridge, startRestBridge, useRestBridge } from './upstash.js';
+export { type CapturedWarning, captureWarnings } from './warnings.js';
 export { launch, startWorkerd, useWorkerd, type Workerd, type WorkerdOptions, waitFor } from './workerd.js';

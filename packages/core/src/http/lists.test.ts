@@ -13,6 +13,9 @@ describe('compileAccessList', () => {
     ['2001:db8:abcd:12::1', true],
     ['2001:db8:abce::1', false],
     ['::1', true],
+    ['10.1.2.3:4711', true],
+    ['[::1]:80', true],
+    ['[2001:db8:abce::1]:80', false],
     ['garbage', false],
     [undefined, false],
   ])('%s on the list: %s', (ip, expected) => {

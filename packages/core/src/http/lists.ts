@@ -1,5 +1,6 @@
 import ipaddr from 'ipaddr.js';
 import { describe, ErrorCodes, FloodgateError } from '../errors.js';
+import { hostOf } from './keys.js';
 
 /** An allow or deny list: IP addresses and CIDR ranges, or a function of the request. */
 export type AccessList<Args extends unknown[]> = readonly string[] | ((...args: Args) => boolean | Promise<boolean>);
@@ -45,7 +46,9 @@ export function compileAccessList<Args extends unknown[]>(
   }
   const ranges = list.map((entry) => parseRange(entry, where));
   return (clientIp) => {
-    const address = clientIp === undefined ? undefined : parseAddress(clientIp.trim());
+    // With a port as a framework may pass it on from X-Forwarded-For (`203.0.113.9:4711`): the address is what is listed.
+    const host = clientIp === undefined ? undefined : hostOf(clientIp);
+    const address = host === undefined ? undefined : parseAddress(host);
     if (address === undefined) return false;
     return ranges.some(([range, bits]) => range.kind() === address.kind() && address.match(range, bits));
   };

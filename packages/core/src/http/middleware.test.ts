@@ -62,6 +62,7 @@ const adapterOptions = fc.record(
     getConnInfo: anything,
     allowList: fc.oneof(anything, fc.array(fc.oneof(fc.constantFrom('10.0.0.0/8', '::1', '2001:db8::/33', '1.2.3.4/33', 'x'), fc.string()), { maxLength: 3 })),
     denyList: fc.oneof(anything, fc.array(fc.constantFrom('192.168.0.0/16', '203.0.113.7', 'fe80::/10', '10.0.0.0/8/1'), { maxLength: 3 })),
+    validate: fc.oneof(anything, fc.record({ singleKey: anything, xForwardedFor: anything, trustProxy: anything, ip: anything }, { requiredKeys: [] })),
   },
   { requiredKeys: [] },
 );

@@ -10,6 +10,7 @@ import { type Header, type HeadersMode, headersModes, type PolicyReport, partiti
 import type { KeyFunction } from './keys.js';
 import { type AccessList, compileAccessList } from './lists.js';
 import { problemResponse } from './problem.js';
+import { createValidations, type ValidateOptions, type ValidationFacts } from './validate.js';
 
 /** A denial body: a string (sent as text), an object (sent as JSON), or a function of the request (undefined: the default message). */
 export type Message<Args extends unknown[]> = string | object | ((...args: Args) => string | object | undefined | Promise<string | object | undefined>);
@@ -79,6 +80,12 @@ export interface RateLimitOptions<Args extends unknown[], Handler> extends Omit<
   allowList?: AccessList<Args>;
   /** Requests from these IP addresses/CIDR ranges (or for which the function is true) get 403 without a store call. */
   denyList?: AccessList<Args>;
+  /**
+   * Warnings about the setup, each at most once: X-Forwarded-For while no proxy is trusted,
+   * every proxy trusted, one key for most requests, a proxy header entry that is no address.
+   * `false` turns them off, `{ singleKey: false }` one of them. @defaultValue true
+   */
+  validate?: ValidateOptions;
 }
 
 /** What the flow decided about a request; the adapter turns it into a response. */
@@ -310,7 +317,7 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
     /** The object that is the same for every middleware of one request (the request, Koa's ctx, Hono's c). @defaultValue the first argument */
     request?: (...args: Args) => object;
     extraKeys?: readonly string[];
-  },
+  } & ValidationFacts<Args>,
 ): RateLimitFlow<Args, Handler> {
   const where = `${adapter.name}'s rateLimit()`;
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
@@ -375,7 +382,8 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
     throw new FloodgateError(ErrorCodes.OPTION, `message must be a string, an object (sent as JSON) or a function, got ${describe(options.message)}.`);
   }
 
-  const keysOf = compileKey<Args>(options.key === undefined ? adapter.defaultKey() : options.key);
+  const keyOption = options.key === undefined ? adapter.defaultKey() : options.key;
+  const keysOf = compileKey<Args>(keyOption);
   const rulesOf = perRequest ? compileRulesOption<Args>(options, limiter, where) : undefined;
   const cost = orDefault<NonNullable<typeof options.cost>>(options.cost, 1);
   const { skip, shadow = false, skipSuccessfulRequests = false, skipFailedRequests = false } = options;
@@ -392,6 +400,7 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
   };
   const denied = compileAccessList<Args>(options.denyList, 'denyList');
   const allowed = compileAccessList<Args>(options.allowList, 'allowList');
+  const validate = createValidations<Args>(options.validate, keyOption, adapter);
   return {
     limiter,
     handler: options.handler,
@@ -416,6 +425,7 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
       }
       const keyed = keysOf(args);
       const keys = isPromise(keyed) ? await keyed : keyed;
+      if (validate !== undefined) validate(args, typeof keys === 'string' ? keys : Object.values(keys).join('}'));
       let units = 1;
       if (typeof cost === 'number') units = cost;
       else {
