@@ -17,6 +17,8 @@ import {
 } from './options.js';
 import type { CompiledRule, RuleOptions } from './rules.js';
 import type { RuleDecision, RuleSet, Store, StoreKeys } from './stores/types.js';
+import { type Admitter, realClock, WaitingRoom, type WaitOptions } from './wait.js';
+import { type RateLimitedFunction, type WrapOptions, wrap } from './wrap.js';
 
 /** Events of a limiter. Payloads are built only when someone listens. */
 export interface LimiterEvents {
@@ -77,7 +79,38 @@ export interface Limiter {
   now(): number;
   on<E extends keyof LimiterEvents>(event: E, listener: (payload: LimiterEvents[E]) => void): () => void;
   off<E extends keyof LimiterEvents>(event: E, listener: (payload: LimiterEvents[E]) => void): void;
-  /** Releases what the limiter owns: the store it created (a store you passed in stays yours to close). */
+  /**
+   * Waits until the call is admitted, then consumes: resolves with the
+   * admitted decision. Calls waiting on the same keys in this process are
+   * admitted in arrival order. Rejects at once with `ERR_FG_WAIT_TIMEOUT` (a
+   * RateLimitedError) when admission cannot come within `maxWaitMs`, with
+   * `ERR_FG_COST` when the cost can never fit, and with the signal's reason
+   * when aborted (an aborted call consumes nothing).
+   *
+   * @example
+   * ```ts
+   * const api = createLimiter({ limit: 10, windowMs: 1_000 });
+   * await api.wait('github', { maxWaitMs: 30_000 }); // then call the API
+   * ```
+   */
+  wait(keys: Keys, options?: WaitOptions): Promise<Decision>;
+  /**
+   * The rate-limited `fn`: each call is admitted first (its keys and cost
+   * computed from its arguments), then `fn` runs with the same `this` and
+   * arguments. A denial rejects with `RateLimitedError`, unless `wait` is set:
+   * the call then waits its turn (see `wait()`).
+   *
+   * @example
+   * ```ts
+   * const fetchRepo = api.wrap((name: string) => fetch(`https://api.github.com/repos/${name}`), { key: () => 'github', wait: true });
+   * ```
+   */
+  wrap<A extends unknown[], R, This = unknown>(fn: (this: This, ...args: A) => R, options: WrapOptions<A, This>): RateLimitedFunction<A, R, This>;
+  /**
+   * Releases what the limiter owns: the store it created (a store you passed
+   * in stays yours to close). Calls still waiting (`wait()`, `wrap()`) are
+   * rejected with `ERR_FG_CLOSED`.
+   */
   close(): Promise<void>;
 }
 
@@ -90,6 +123,7 @@ const callOptionNames: Record<string, ReadonlySet<string>> = {
   'peek()': new Set(['rules']),
   'reset()': new Set(['rules']),
   'release()': new Set(['rules']),
+  'wait()': new Set(['cost', 'maxWaitMs', 'signal', 'rules']),
 };
 
 /** A call's options, checked: unknown names are errors (a typo must not pass silently). */
@@ -182,6 +216,8 @@ class RateLimiter implements Limiter {
   /** ... and by content, for arrays built anew for each call: bounded, oldest first out. */
   private readonly byContent = new Map<string, Active>();
   private activations = 0;
+  /** The lines of calls waiting (wait(), wrap()): made on the first wait. */
+  private waiting: WaitingRoom | undefined;
 
   constructor(config: LimiterConfiguration) {
     this.config = config;
@@ -276,7 +312,42 @@ class RateLimiter implements Limiter {
   }
 
   async close(): Promise<void> {
+    await this.waitingRoom().close();
     if (this.config.ownsStore) await this.store.close?.();
+  }
+
+  wait(keys: Keys, options?: WaitOptions): Promise<Decision> {
+    try {
+      const { cost, rules } = checkCall(options, 'wait()');
+      return this.waitingRoom().wait(keys, cost, rules, options?.maxWaitMs, options?.signal);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  wrap<A extends unknown[], R, This = unknown>(fn: (this: This, ...args: A) => R, options: WrapOptions<A, This>): RateLimitedFunction<A, R, This> {
+    return wrap(this, fn, options);
+  }
+
+  private waitingRoom(): WaitingRoom {
+    if (this.waiting !== undefined) return this.waiting;
+    const admitter: Admitter = {
+      consume: (keys, options) => this.consume(keys, options),
+      refund: (keys, options) => this.refund(keys, options),
+      release: (keys, leaseId, options) => this.release(keys, leaseId, options),
+      rulesFor: (rules) => this.rulesFor(rules),
+      // Calls that share a deny-cache entry share a line: the same store keys under the same rule set.
+      lineOf: (keys, rules) => {
+        const active = this.activeFor(rules);
+        const ids = storeKeys(active.keying, keys);
+        return isPromise(ids) ? ids.then((resolved) => denialKey(active, resolved)) : denialKey(active, ids);
+      },
+    };
+    this.waiting = new WaitingRoom(
+      admitter,
+      realClock(() => this.now()),
+    );
+    return this.waiting;
   }
 
   consume(keys: Keys, options?: ConsumeOptions): Promise<Decision> {
@@ -403,6 +474,7 @@ class RateLimiter implements Limiter {
       // A refund that does not reach the store only makes the limit stricter: report it, do not fail the caller.
       this.reportError(keys, asError(error), 'refund', started);
     }
+    this.waiting?.wake(denialKey(active, ids));
   }
 
   async release(keys: Keys, leaseId: string, options?: PeekOptions): Promise<void> {
@@ -425,6 +497,7 @@ class RateLimiter implements Limiter {
       // The lease then ends when it expires (windowMs): report it, do not fail the caller.
       this.reportError(keys, asError(error), 'release', started);
     }
+    this.waiting?.wake(denialKey(active, ids));
   }
 
   async reset(keys: Keys, options?: PeekOptions): Promise<void> {
@@ -433,6 +506,7 @@ class RateLimiter implements Limiter {
     this.denials?.forget(denialKey(active, ids));
     const result = this.store.reset(ids, active.ruleSet);
     if (isPromise(result)) await withTimeout(result, this.config.timeoutMs);
+    this.waiting?.wake(denialKey(active, ids));
   }
 
   /** Applies onStoreError. */
