@@ -105,7 +105,11 @@ export interface Limiter {
    * const fetchRepo = api.wrap((name: string) => fetch(`https://api.github.com/repos/${name}`), { key: () => 'github', wait: true });
    * ```
    */
-  wrap<A extends unknown[], R, This = unknown>(fn: (this: This, ...args: A) => R, options: WrapOptions<A, This>): RateLimitedFunction<A, R, This>;
+  // biome-ignore lint/suspicious/noExplicitAny: any function; its parameters type the options' callbacks
+  wrap<F extends (...args: any[]) => unknown>(
+    fn: F,
+    options: WrapOptions<Parameters<F>, ThisParameterType<F>>,
+  ): RateLimitedFunction<Parameters<F>, ReturnType<F>, ThisParameterType<F>>;
   /**
    * Releases what the limiter owns: the store it created (a store you passed
    * in stays yours to close). Calls still waiting (`wait()`, `wrap()`) are
@@ -325,8 +329,12 @@ class RateLimiter implements Limiter {
     }
   }
 
-  wrap<A extends unknown[], R, This = unknown>(fn: (this: This, ...args: A) => R, options: WrapOptions<A, This>): RateLimitedFunction<A, R, This> {
-    return wrap(this, fn, options);
+  // biome-ignore lint/suspicious/noExplicitAny: as in the interface
+  wrap<F extends (...args: any[]) => unknown>(
+    fn: F,
+    options: WrapOptions<Parameters<F>, ThisParameterType<F>>,
+  ): RateLimitedFunction<Parameters<F>, ReturnType<F>, ThisParameterType<F>> {
+    return wrap(this, fn as (this: ThisParameterType<F>, ...args: Parameters<F>) => ReturnType<F>, options);
   }
 
   private waitingRoom(): WaitingRoom {

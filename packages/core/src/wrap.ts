@@ -42,7 +42,7 @@ export interface WrappableLimiter {
   release(keys: Keys, leaseId: string, options?: { rules?: readonly RuleOptions[] }): Promise<void>;
 }
 
-export const wrapOptionNames: ReadonlySet<string> = new Set(['key', 'cost', 'wait', 'rules']);
+const wrapOptionNames: ReadonlySet<string> = new Set(['key', 'cost', 'wait', 'rules']);
 
 /** Wrap options, checked once: each call then only computes its values. */
 export interface CallPlan<A extends unknown[], This> {
@@ -54,15 +54,11 @@ export interface CallPlan<A extends unknown[], This> {
 }
 
 /** Checks wrap()'s (or the decorator's) call options. `where` names the caller in error messages. */
-export function planCalls<A extends unknown[], This>(
-  options: WrapOptions<A, This>,
-  where: string,
-  allowed: ReadonlySet<string> = wrapOptionNames,
-): CallPlan<A, This> {
+export function planCalls<A extends unknown[], This>(options: WrapOptions<A, This>, where: string): CallPlan<A, This> {
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new FloodgateError(ErrorCodes.OPTION, `${where} takes options like { key: (...args) => 'key', wait: true }, got ${describe(options)}.`);
   }
-  rejectUnknownKeys(options, allowed, where);
+  rejectUnknownKeys(options, wrapOptionNames, where);
   const { key, cost = 1, rules, wait = false } = options;
   if (typeof key !== 'function' && !(typeof key === 'string' && key !== '') && !(typeof key === 'object' && key !== null && !Array.isArray(key))) {
     throw new FloodgateError(
