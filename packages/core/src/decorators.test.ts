@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -54,7 +54,7 @@ describe.each([
       [['Ada', '?']],
     ]);
     expect(results.wave).toBe('Hello waves at Ada'); // its own limiter: greet's count is not its count
-    expect(results.upload[0]).toBe(3);
+    expect(results.upload[0]).toBe('u1 uploaded 3');
     expect(results.upload[1]).toMatchObject({ code: 'ERR_FG_RATE_LIMITED', rule: 'per-user' });
     expect(results.upload[1].message).toMatch(/^Rate limited by rule 'per-user' \(scope 'user'\): retry in \d+ ms\./);
     expect(results.patient).toEqual([1, 2, 3, 4]);

@@ -41,8 +41,8 @@ export class Greeter {
     },
     cost: (_user: string, size: number) => size,
   })
-  async upload(user: string, size: number): Promise<number> {
-    return size;
+  async upload(user: string, size: number): Promise<string> {
+    return `${user} uploaded ${size}`;
   }
 
   @rateLimited(paced, { key: () => 'paced', wait: true })
