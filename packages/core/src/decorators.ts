@@ -32,9 +32,15 @@ type AsyncMethod<This = unknown> = (this: This, ...args: any[]) => Promise<unkno
  */
 export interface RateLimitedDecorator {
   /** Standard (TC39) decorators. */
-  <This, M extends AsyncMethod<This>>(method: M, context: ClassMethodDecoratorContext<This, M>): M;
+  // biome-ignore lint/suspicious/noExplicitAny: any async method (parameters are contravariant: only any[] takes them all)
+  <This, M extends (this: This, ...args: any[]) => Promise<unknown>>(method: M, context: ClassMethodDecoratorContext<This, M>): M;
   /** Legacy decorators (`experimentalDecorators: true`, as in NestJS). */
-  <M extends AsyncMethod>(target: object, propertyKey: string | symbol, descriptor: TypedPropertyDescriptor<M>): TypedPropertyDescriptor<M>;
+  // biome-ignore lint/suspicious/noExplicitAny: as above
+  <M extends (...args: any[]) => Promise<unknown>>(
+    target: object,
+    propertyKey: string | symbol,
+    descriptor: TypedPropertyDescriptor<M>,
+  ): TypedPropertyDescriptor<M>;
 }
 
 const decoratorOptionNames: ReadonlySet<string> = new Set([...limiterOptionNames, 'key', 'cost', 'wait']);
