@@ -313,6 +313,7 @@ class RateLimiter implements Limiter {
     const compiled = Array.isArray(rules) ? parseRules({ rules }, 'updateRules()') : parseRules(rules as RuleOptions, 'updateRules()');
     this.active = this.activate(compiled);
     this.denials?.clear();
+    this.waiting?.wakeAll();
   }
 
   async close(): Promise<void> {
@@ -344,11 +345,10 @@ class RateLimiter implements Limiter {
       refund: (keys, options) => this.refund(keys, options),
       release: (keys, leaseId, options) => this.release(keys, leaseId, options),
       rulesFor: (rules) => this.rulesFor(rules),
-      // Calls that share a deny-cache entry share a line: the same store keys under the same rule set.
       lineOf: (keys, rules) => {
         const active = this.activeFor(rules);
         const ids = storeKeys(active.keying, keys);
-        return isPromise(ids) ? ids.then((resolved) => denialKey(active, resolved)) : denialKey(active, ids);
+        return isPromise(ids) ? ids.then((resolved) => this.lineOf(active, resolved)) : this.lineOf(active, ids);
       },
     };
     this.waiting = new WaitingRoom(
@@ -356,6 +356,14 @@ class RateLimiter implements Limiter {
       realClock(() => this.now()),
     );
     return this.waiting;
+  }
+
+  /**
+   * The line calls wait in: the same store keys under the same rules. Calls under the limiter's own rules
+   * keep their line across updateRules() (they are decided under the rules in force when they ask).
+   */
+  private lineOf(active: Active, ids: StoreKeys): string {
+    return active === this.active ? `*}${joinedKeys(ids)}` : denialKey(active, ids);
   }
 
   consume(keys: Keys, options?: ConsumeOptions): Promise<Decision> {
@@ -482,7 +490,7 @@ class RateLimiter implements Limiter {
       // A refund that does not reach the store only makes the limit stricter: report it, do not fail the caller.
       this.reportError(keys, asError(error), 'refund', started);
     }
-    this.waiting?.wake(denialKey(active, ids));
+    this.waiting?.wake(this.lineOf(active, ids));
   }
 
   async release(keys: Keys, leaseId: string, options?: PeekOptions): Promise<void> {
@@ -505,7 +513,7 @@ class RateLimiter implements Limiter {
       // The lease then ends when it expires (windowMs): report it, do not fail the caller.
       this.reportError(keys, asError(error), 'release', started);
     }
-    this.waiting?.wake(denialKey(active, ids));
+    this.waiting?.wake(this.lineOf(active, ids));
   }
 
   async reset(keys: Keys, options?: PeekOptions): Promise<void> {
@@ -514,7 +522,7 @@ class RateLimiter implements Limiter {
     this.denials?.forget(denialKey(active, ids));
     const result = this.store.reset(ids, active.ruleSet);
     if (isPromise(result)) await withTimeout(result, this.config.timeoutMs);
-    this.waiting?.wake(denialKey(active, ids));
+    this.waiting?.wake(this.lineOf(active, ids));
   }
 
   /** Applies onStoreError. */

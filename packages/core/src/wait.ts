@@ -88,6 +88,8 @@ interface Line {
   lastDenial: Decision | undefined;
   /** The consume in flight, if any, and for whom. */
   asking: Waiter | undefined;
+  /** Woken while a consume was in flight: a denial it brings may be stale, so the first waiter asks again. */
+  woken: boolean;
   inFlight: Promise<void> | undefined;
   timer: unknown;
   timerAt: number;
@@ -214,6 +216,7 @@ export class WaitingRoom {
           retryAt: Number.NEGATIVE_INFINITY,
           lastDenial: undefined,
           asking: undefined,
+          woken: false,
           inFlight: undefined,
           timer: undefined,
           timerAt: 0,
@@ -241,7 +244,13 @@ export class WaitingRoom {
     const line = this.lines.get(id);
     if (line === undefined) return;
     line.retryAt = Number.NEGATIVE_INFINITY;
+    if (line.asking !== undefined) line.woken = true;
     this.pump(line);
+  }
+
+  /** The rules changed (updateRules): what a line waits for may have changed too, so every first waiter asks now. */
+  wakeAll(): void {
+    for (const id of [...this.lines.keys()]) this.wake(id);
   }
 
   /** Rejects every waiter with ERR_FG_CLOSED, gives back the reservations of held ones, and waits for calls in flight. */
@@ -280,6 +289,7 @@ export class WaitingRoom {
     line.asking = undefined;
     line.inFlight = undefined;
     if (this.closed || head.settled) {
+      line.woken = false; // the next waiter asks afresh
       // Aborted (or closed) while its call was in flight: an admission is given back, so it consumes nothing.
       const given = decision.allowed ? this.giveBack(head, decision) : undefined;
       if (!this.closed) {
@@ -289,6 +299,8 @@ export class WaitingRoom {
       return given;
     }
     const now = this.clock.now();
+    const stale = line.woken;
+    line.woken = false;
     if (decision.allowed) {
       line.waiting.shift();
       if (decision.delayMs > 0) {
@@ -304,6 +316,8 @@ export class WaitingRoom {
       } else {
         this.settle(head, () => head.resolve(decision));
       }
+    } else if (stale) {
+      // Capacity came back (or the rules changed) while this denial was on its way: the first waiter asks again now.
     } else if (decision.retryAfterMs === Number.POSITIVE_INFINITY) {
       line.waiting.shift();
       this.settle(head, () => head.reject(new FloodgateError(ErrorCodes.COST, `A cost of ${head.cost} can never be admitted by ${ruleOf(decision)}.`)));
@@ -332,6 +346,7 @@ export class WaitingRoom {
   private failed(line: Line, head: Waiter, error: unknown): void {
     line.asking = undefined;
     line.inFlight = undefined;
+    line.woken = false;
     if (this.closed) return;
     if (!head.settled) {
       line.waiting.shift();
