@@ -101,8 +101,8 @@ describe('limiter.wrap', () => {
 
   it("runs fn when the store fails under onStoreError: 'allow', and rejects under 'deny'", async () => {
     const fail = () => Promise.reject(new Error('connection refused'));
-    const store: Store = { consume: fail, peek: fail, refund: fail, reset: fail };
     for (const onStoreError of ['allow', 'deny'] as const) {
+      const store: Store = { consume: fail, peek: fail, refund: fail, reset: fail };
       const limiter = createLimiter({ limit: 1, windowMs: 1000, store, onStoreError });
       limiter.on('error', () => {});
       const call = limiter.wrap(async () => 'ran', { key: 'k' });
