@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 
 const packages = {
-  '@floodgate/core': ['createLimiter', 'MemoryStore', 'RedisStore', 'FloodgateError'],
+  '@floodgate/core': ['createLimiter', 'MemoryStore', 'RedisStore', 'FloodgateError', 'RateLimitedError', 'rateLimited'],
   '@floodgate/core/adapter': ['createKeyBy', 'createRateLimitFlow', 'settleWhenDone'],
   '@floodgate/core/internal': ['step', 'compileRules'],
   '@floodgate/express': ['rateLimit', 'createLimiter', 'FloodgateError'],

@@ -6,7 +6,8 @@
  * other stores are in `@floodgate/core/internal` (no stability promise).
  */
 export type { Decision } from './decision.js';
-export { type ErrorCode, ErrorCodes, FloodgateError, isFloodgateError } from './errors.js';
+export { type RateLimitedCallOptions, type RateLimitedDecorator, type RateLimitedOptions, rateLimited } from './decorators.js';
+export { type ErrorCode, ErrorCodes, FloodgateError, isFloodgateError, RateLimitedError } from './errors.js';
 export type { HeadersMode } from './http/headers.js';
 export type { ForwardedForOptions, HeaderKeyOptions, IpKeyOptions, KeyBy, KeyFunction } from './http/keys.js';
 export { FloodgateWarning, type ValidateOptions, type ValidationName, type WarningCode, WarningCodes } from './http/validate.js';
@@ -24,3 +25,5 @@ export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store.js';
 export type { Reply } from './stores/redis/connection.js';
 export { type IoRedisLike, type NodeRedisLike, type RedisClient, RedisStore, type RedisStoreOptions, type UpstashLike } from './stores/redis-store.js';
 export type { Awaitable, BlockedInfo, RuleDecision, RuleSet, Store, StoreKeys } from './stores/types.js';
+export type { WaitOptions } from './wait.js';
+export type { PerCall, RateLimitedFunction, WrapOptions } from './wrap.js';

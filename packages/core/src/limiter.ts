@@ -17,6 +17,8 @@ import {
 } from './options.js';
 import type { CompiledRule, RuleOptions } from './rules.js';
 import type { RuleDecision, RuleSet, Store, StoreKeys } from './stores/types.js';
+import { type Admitter, realClock, WaitingRoom, type WaitOptions } from './wait.js';
+import { type RateLimitedFunction, type WrapOptions, wrap } from './wrap.js';
 
 /** Events of a limiter. Payloads are built only when someone listens. */
 export interface LimiterEvents {
@@ -84,7 +86,42 @@ export interface Limiter {
   now(): number;
   on<E extends keyof LimiterEvents>(event: E, listener: (payload: LimiterEvents[E]) => void): () => void;
   off<E extends keyof LimiterEvents>(event: E, listener: (payload: LimiterEvents[E]) => void): void;
-  /** Releases what the limiter owns: the store it created (a store you passed in stays yours to close). */
+  /**
+   * Waits until the call is admitted, then consumes: resolves with the
+   * admitted decision. Calls waiting on the same keys in this process are
+   * admitted in arrival order. Rejects at once with `ERR_FG_WAIT_TIMEOUT` (a
+   * RateLimitedError) when admission cannot come within `maxWaitMs`, with
+   * `ERR_FG_COST` when the cost can never fit, and with the signal's reason
+   * when aborted (an aborted call consumes nothing).
+   *
+   * @example
+   * ```ts
+   * const api = createLimiter({ limit: 10, windowMs: 1_000 });
+   * await api.wait('github', { maxWaitMs: 30_000 }); // then call the API
+   * ```
+   */
+  wait(keys: Keys, options?: WaitOptions): Promise<Decision>;
+  /**
+   * The rate-limited `fn`: each call is admitted first (its keys and cost
+   * computed from its arguments), then `fn` runs with the same `this` and
+   * arguments. A denial rejects with `RateLimitedError`, unless `wait` is set:
+   * the call then waits its turn (see `wait()`).
+   *
+   * @example
+   * ```ts
+   * const fetchRepo = api.wrap((name: string) => fetch(`https://api.github.com/repos/${name}`), { key: () => 'github', wait: true });
+   * ```
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: any function; its parameters type the options' callbacks
+  wrap<F extends (...args: any[]) => unknown>(
+    fn: F,
+    options: WrapOptions<Parameters<F>, ThisParameterType<F>>,
+  ): RateLimitedFunction<Parameters<F>, ReturnType<F>, ThisParameterType<F>>;
+  /**
+   * Releases what the limiter owns: the store it created (a store you passed
+   * in stays yours to close). Calls still waiting (`wait()`, `wrap()`) are
+   * rejected with `ERR_FG_CLOSED`.
+   */
   close(): Promise<void>;
 }
 
@@ -97,6 +134,7 @@ const callOptionNames: Record<string, ReadonlySet<string>> = {
   'peek()': new Set(['rules']),
   'reset()': new Set(['rules']),
   'release()': new Set(['rules']),
+  'wait()': new Set(['cost', 'maxWaitMs', 'signal', 'rules']),
 };
 
 /** A call's options, checked: unknown names are errors (a typo must not pass silently). */
@@ -224,6 +262,8 @@ class RateLimiter implements Limiter {
   private readonly byContent = new Map<string, Active>();
   private activations = 0;
   private readonly tenancy: Tenancy | undefined;
+  /** The lines of calls waiting (wait(), wrap()): made on the first wait. */
+  private waiting: WaitingRoom | undefined;
 
   constructor(config: LimiterConfiguration) {
     this.config = config;
@@ -318,6 +358,7 @@ class RateLimiter implements Limiter {
     if (this.tenancy !== undefined) checkTenancy(this.store, this, this.config.prefix, this.config.prefixGiven, compiled);
     this.active = this.activate(compiled);
     this.denials?.clear();
+    this.waiting?.wakeAll();
   }
 
   /** Registers the limiter with the store it was given, after checking that no other one counts the same names. */
@@ -335,7 +376,53 @@ class RateLimiter implements Limiter {
 
   async close(): Promise<void> {
     if (this.tenancy !== undefined) tenants.get(this.store)?.delete(this.tenancy);
+    await this.waitingRoom().close();
     if (this.config.ownsStore) await this.store.close?.();
+  }
+
+  wait(keys: Keys, options?: WaitOptions): Promise<Decision> {
+    try {
+      const { cost, rules } = checkCall(options, 'wait()');
+      return this.waitingRoom().wait(keys, cost, rules, options?.maxWaitMs, options?.signal);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  // biome-ignore lint/suspicious/noExplicitAny: as in the interface
+  wrap<F extends (...args: any[]) => unknown>(
+    fn: F,
+    options: WrapOptions<Parameters<F>, ThisParameterType<F>>,
+  ): RateLimitedFunction<Parameters<F>, ReturnType<F>, ThisParameterType<F>> {
+    return wrap(this, fn as (this: ThisParameterType<F>, ...args: Parameters<F>) => ReturnType<F>, options);
+  }
+
+  private waitingRoom(): WaitingRoom {
+    if (this.waiting !== undefined) return this.waiting;
+    const admitter: Admitter = {
+      consume: (keys, options) => this.consume(keys, options),
+      refund: (keys, options) => this.refund(keys, options),
+      release: (keys, leaseId, options) => this.release(keys, leaseId, options),
+      rulesFor: (rules) => this.rulesFor(rules),
+      lineOf: (keys, rules) => {
+        const active = this.activeFor(rules);
+        const ids = storeKeys(active.keying, keys);
+        return isPromise(ids) ? ids.then((resolved) => this.lineOf(active, resolved)) : this.lineOf(active, ids);
+      },
+    };
+    this.waiting = new WaitingRoom(
+      admitter,
+      realClock(() => this.now()),
+    );
+    return this.waiting;
+  }
+
+  /**
+   * The line calls wait in: the same store keys under the same rules. Calls under the limiter's own rules
+   * keep their line across updateRules() (they are decided under the rules in force when they ask).
+   */
+  private lineOf(active: Active, ids: StoreKeys): string {
+    return active === this.active ? `*}${joinedKeys(ids)}` : denialKey(active, ids);
   }
 
   consume(keys: Keys, options?: ConsumeOptions): Promise<Decision> {
@@ -480,6 +567,7 @@ class RateLimiter implements Limiter {
       // A refund that does not reach the store only makes the limit stricter: report it, do not fail the caller.
       this.reportError(keys, asError(error), 'refund', started);
     }
+    this.waiting?.wake(this.lineOf(active, ids));
   }
 
   async release(keys: Keys, leaseId: string, options?: PeekOptions): Promise<void> {
@@ -502,6 +590,7 @@ class RateLimiter implements Limiter {
       // The lease then ends when it expires (windowMs): report it, do not fail the caller.
       this.reportError(keys, asError(error), 'release', started);
     }
+    this.waiting?.wake(this.lineOf(active, ids));
   }
 
   async reset(keys: Keys, options?: PeekOptions): Promise<void> {
@@ -510,6 +599,7 @@ class RateLimiter implements Limiter {
     this.denials?.forget(denialKey(active, ids));
     const result = this.store.reset(ids, active.ruleSet);
     if (isPromise(result)) await withTimeout(result, this.config.timeoutMs);
+    this.waiting?.wake(this.lineOf(active, ids));
   }
 
   /** Applies onStoreError. */

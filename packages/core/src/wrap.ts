@@ -1,0 +1,150 @@
+/*
+ * `limiter.wrap(fn, options)`: the rate-limited function. The options are
+ * checked once, when the function is wrapped; each call computes its keys,
+ * cost and rules from its own arguments, is admitted (consume, or wait), then
+ * runs `fn` with the same `this` and arguments. A lease taken under a
+ * concurrency rule ends when `fn` is done.
+ */
+import type { Decision } from './decision.js';
+import { describe, ErrorCodes, FloodgateError, RateLimitedError } from './errors.js';
+import type { Keys } from './keys.js';
+import { MAX_TIMER_MS, rejectUnknownKeys } from './options.js';
+import type { RuleOptions } from './rules.js';
+import type { WaitOptions } from './wait.js';
+
+/** A value, or a function of the wrapped function's `this` and arguments that returns it (or a promise of it). */
+export type PerCall<T, A extends unknown[], This> = T | ((this: This, ...args: A) => T | Promise<T>);
+
+/** Options of `limiter.wrap()` (and of `@rateLimited`). */
+export interface WrapOptions<A extends unknown[] = unknown[], This = unknown> {
+  /** The keys a call is limited under: `(...args) => keys` (called with the same `this`), or constant keys (`'github'`). */
+  key: PerCall<Keys, A, This>;
+  /** Units a call takes: a positive integer, or a function of the arguments. @defaultValue 1 */
+  cost?: PerCall<number, A, This>;
+  /**
+   * Wait instead of rejecting: `true` waits as long as it takes,
+   * `{ maxWaitMs, signal }` bounds it (`ERR_FG_WAIT_TIMEOUT` when admission
+   * cannot come in time; the signal aborts every call that waits).
+   * @defaultValue false: a denied call rejects with RateLimitedError
+   */
+  wait?: boolean | Pick<WaitOptions, 'maxWaitMs' | 'signal'>;
+  /** Decide calls under these rules instead of the limiter's own (a plan): an array, or a function of the arguments. */
+  rules?: PerCall<readonly RuleOptions[], A, This>;
+}
+
+/** What `wrap()` returns: `fn` with the same parameters and `this`, returning a promise of its result. */
+export type RateLimitedFunction<A extends unknown[], R, This = unknown> = (this: This, ...args: A) => Promise<Awaited<R>>;
+
+/** What wrap needs of a limiter. */
+export interface WrappableLimiter {
+  consume(keys: Keys, options?: { cost?: number; rules?: readonly RuleOptions[] }): Promise<Decision>;
+  wait(keys: Keys, options?: WaitOptions): Promise<Decision>;
+  release(keys: Keys, leaseId: string, options?: { rules?: readonly RuleOptions[] }): Promise<void>;
+}
+
+const wrapOptionNames: ReadonlySet<string> = new Set(['key', 'cost', 'wait', 'rules']);
+
+/** Wrap options, checked once: each call then only computes its values. */
+export interface CallPlan<A extends unknown[], This> {
+  readonly key: PerCall<Keys, A, This>;
+  readonly cost: PerCall<number, A, This>;
+  readonly rules: PerCall<readonly RuleOptions[], A, This> | undefined;
+  /** undefined: do not wait. */
+  readonly wait: Pick<WaitOptions, 'maxWaitMs' | 'signal'> | undefined;
+}
+
+/** Checks wrap()'s (or the decorator's) call options. `where` names the caller in error messages. */
+export function planCalls<A extends unknown[], This>(options: WrapOptions<A, This>, where: string): CallPlan<A, This> {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new FloodgateError(ErrorCodes.OPTION, `${where} takes options like { key: (...args) => 'key', wait: true }, got ${describe(options)}.`);
+  }
+  rejectUnknownKeys(options, wrapOptionNames, where);
+  const { key, cost = 1, rules, wait = false } = options;
+  if (typeof key !== 'function' && !(typeof key === 'string' && key !== '') && !(typeof key === 'object' && key !== null && !Array.isArray(key))) {
+    throw new FloodgateError(
+      ErrorCodes.KEY,
+      `${where} needs key: a function of the arguments that returns the keys ((userId) => userId, or (order, ctx) => ({ ip: ctx.ip, user: ctx.user })), or constant keys ('github'); got ${describe(key)}.`,
+    );
+  }
+  if (typeof cost !== 'function' && (!Number.isSafeInteger(cost) || cost < 1)) {
+    throw new FloodgateError(ErrorCodes.COST, `${where}: cost must be a positive integer or a function of the arguments, got ${describe(cost)}.`);
+  }
+  if (rules !== undefined && typeof rules !== 'function' && !Array.isArray(rules)) {
+    throw new FloodgateError(
+      ErrorCodes.RULES,
+      `${where}: rules must be an array of rules or a function of the arguments that returns one, got ${describe(rules)}.`,
+    );
+  }
+  let waiting: CallPlan<A, This>['wait'];
+  if (wait === true) waiting = {};
+  else if (typeof wait === 'object' && wait !== null && !Array.isArray(wait)) {
+    rejectUnknownKeys(wait, new Set(['maxWaitMs', 'signal']), `${where} wait`);
+    waiting = wait;
+  } else if (wait !== false) {
+    throw new FloodgateError(ErrorCodes.OPTION, `${where}: wait must be true, false or { maxWaitMs, signal }, got ${describe(wait)}.`);
+  }
+  return { key, cost, rules, wait: waiting };
+}
+
+const perCall = <T, A extends unknown[], This>(value: PerCall<T, A, This>, self: This, args: A): T | Promise<T> =>
+  typeof value === 'function' ? (value as (this: This, ...args: A) => T | Promise<T>).apply(self, args) : value;
+
+/** Sleeps `ms` (a shaping delay), in chunks that setTimeout keeps. */
+async function sleep(ms: number): Promise<void> {
+  for (let left = ms; left > 0; left -= MAX_TIMER_MS) {
+    await new Promise((resolve) => setTimeout(resolve, Math.min(left, MAX_TIMER_MS)));
+  }
+}
+
+/** Admits one call of a plan: waits, or consumes and throws RateLimitedError on a denial. Returns the decision and what it was taken under. */
+export async function admit<A extends unknown[], This>(
+  limiter: WrappableLimiter,
+  plan: CallPlan<A, This>,
+  self: This,
+  args: A,
+): Promise<{ decision: Decision; keys: Keys; rules: readonly RuleOptions[] | undefined }> {
+  const keys = await perCall(plan.key, self, args);
+  const cost = await perCall(plan.cost, self, args);
+  const rules = plan.rules === undefined ? undefined : await perCall(plan.rules, self, args);
+  if (plan.wait !== undefined) {
+    const decision = await limiter.wait(keys, { cost, rules, maxWaitMs: plan.wait.maxWaitMs, signal: plan.wait.signal });
+    return { decision, keys, rules };
+  }
+  const decision = await limiter.consume(keys, { cost, rules });
+  if (!decision.allowed) throw new RateLimitedError(decision);
+  // A shaping rule admitted the call for later: it runs then.
+  if (decision.delayMs > 0) await sleep(decision.delayMs);
+  return { decision, keys, rules };
+}
+
+/** Runs `fn` under the plan: admitted first, its lease (if any) ended once it is done. */
+export async function runLimited<A extends unknown[], R, This>(
+  limiter: WrappableLimiter,
+  plan: CallPlan<A, This>,
+  fn: (this: This, ...args: A) => R,
+  self: This,
+  args: A,
+): Promise<Awaited<R>> {
+  const { decision, keys, rules } = await admit(limiter, plan, self, args);
+  if (decision.leaseId === undefined) return await fn.apply(self, args);
+  try {
+    return await fn.apply(self, args);
+  } finally {
+    await limiter.release(keys, decision.leaseId, { rules });
+  }
+}
+
+/** `limiter.wrap()`: see the Limiter interface. */
+export function wrap<A extends unknown[], R, This>(
+  limiter: WrappableLimiter,
+  fn: (this: This, ...args: A) => R,
+  options: WrapOptions<A, This>,
+): RateLimitedFunction<A, R, This> {
+  if (typeof fn !== 'function') throw new FloodgateError(ErrorCodes.OPTION, `wrap() takes the function to limit first, got ${describe(fn)}.`);
+  const plan = planCalls(options, 'wrap()');
+  const limited = function (this: This, ...args: A): Promise<Awaited<R>> {
+    return runLimited(limiter, plan, fn, this, args);
+  };
+  Object.defineProperty(limited, 'name', { value: fn.name, configurable: true });
+  return limited;
+}
