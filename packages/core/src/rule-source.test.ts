@@ -86,6 +86,11 @@ describe('RedisRuleSource', () => {
   it('rejects bad options', () => {
     expect(() => new RedisRuleSource({ client: {} as never })).toThrow(expect.objectContaining({ code: 'ERR_FG_OPTION' }));
     expect(() => new RedisRuleSource({ client: redis.client as never, pollMs: -1 })).toThrow(expect.objectContaining({ code: 'ERR_FG_OPTION' }));
+    // Above 2^31 - 1 ms, setInterval fires every millisecond: a poll of "once a month" would hammer Redis.
+    expect(() => new RedisRuleSource({ client: redis.client as never, pollMs: 2 ** 31 })).toThrow(
+      expect.objectContaining({ code: 'ERR_FG_OPTION', message: expect.stringMatching(/to 2147483647/) }),
+    );
+    expect(() => new RedisRuleSource({ client: redis.client as never, pollMs: 2 ** 31 - 1 })).not.toThrow();
   });
 
   it('opens one subscription however many limiters attach at once, and closes it', async () => {

@@ -1,5 +1,6 @@
 import { describe, ErrorCodes, FloodgateError } from './errors.js';
 import type { Limiter } from './limiter.js';
+import { MAX_TIMER_MS } from './options.js';
 import { compileRules, type RuleOptions } from './rules.js';
 
 /** The commands RedisRuleSource needs: an ioredis client (or Cluster) has them. */
@@ -71,8 +72,11 @@ export class RedisRuleSource {
     if (typeof key !== 'string' || key === '' || typeof channel !== 'string' || channel === '') {
       throw new FloodgateError(ErrorCodes.OPTION, 'RedisRuleSource key and channel must be non-empty strings.');
     }
-    if (!Number.isSafeInteger(pollMs) || pollMs < 0) {
-      throw new FloodgateError(ErrorCodes.OPTION, `RedisRuleSource pollMs must be a whole number of ms >= 0, got ${describe(pollMs)}.`);
+    if (!Number.isSafeInteger(pollMs) || pollMs < 0 || pollMs > MAX_TIMER_MS) {
+      throw new FloodgateError(
+        ErrorCodes.OPTION,
+        `RedisRuleSource pollMs must be a whole number of ms from 0 (no polling) to ${MAX_TIMER_MS} (the longest interval JavaScript keeps), got ${describe(pollMs)}.`,
+      );
     }
     if (onError !== undefined && typeof onError !== 'function') {
       throw new FloodgateError(ErrorCodes.OPTION, `RedisRuleSource onError must be a function, got ${describe(onError)}.`);

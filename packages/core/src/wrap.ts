@@ -8,8 +8,9 @@
 import type { Decision } from './decision.js';
 import { describe, ErrorCodes, FloodgateError, RateLimitedError } from './errors.js';
 import type { Keys } from './keys.js';
-import { MAX_TIMER_MS, rejectUnknownKeys } from './options.js';
+import { rejectUnknownKeys } from './options.js';
 import type { RuleOptions } from './rules.js';
+import { sleep } from './sleep.js';
 import type { WaitOptions } from './wait.js';
 
 /** A value, or a function of the wrapped function's `this` and arguments that returns it (or a promise of it). */
@@ -88,13 +89,6 @@ export function planCalls<A extends unknown[], This>(options: WrapOptions<A, Thi
 
 const perCall = <T, A extends unknown[], This>(value: PerCall<T, A, This>, self: This, args: A): T | Promise<T> =>
   typeof value === 'function' ? (value as (this: This, ...args: A) => T | Promise<T>).apply(self, args) : value;
-
-/** Sleeps `ms` (a shaping delay), in chunks that setTimeout keeps. */
-async function sleep(ms: number): Promise<void> {
-  for (let left = ms; left > 0; left -= MAX_TIMER_MS) {
-    await new Promise((resolve) => setTimeout(resolve, Math.min(left, MAX_TIMER_MS)));
-  }
-}
 
 /** Admits one call of a plan: waits, or consumes and throws RateLimitedError on a denial. Returns the decision and what it was taken under. */
 export async function admit<A extends unknown[], This>(
