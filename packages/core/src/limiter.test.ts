@@ -522,6 +522,8 @@ describe('option validation', () => {
     ['unknown field in a rule', { rules: [{ limit: 1, windowMs: 1, window: 2 }] }, 'ERR_FG_UNKNOWN_OPTION'],
     ['store without methods', { limit: 1, windowMs: 1, store: {} }, 'ERR_FG_OPTION'],
     ['negative timeout', { limit: 1, windowMs: 1, timeoutMs: -5 }, 'ERR_FG_OPTION'],
+    // setTimeout fires a delay above 2^31 - 1 ms after 1 ms: every call would time out and fail open.
+    ['timeout above 2^31 - 1 ms', { limit: 1, windowMs: 1, timeoutMs: 2 ** 31 }, 'ERR_FG_OPTION'],
     ['bad onStoreError', { limit: 1, windowMs: 1, onStoreError: 'ignore' }, 'ERR_FG_OPTION'],
     ['clock not a function', { limit: 1, windowMs: 1, now: 5 }, 'ERR_FG_OPTION'],
     ['prefix not a string', { limit: 1, windowMs: 1, prefix: 7 }, 'ERR_FG_OPTION'],
@@ -539,6 +541,24 @@ describe('option validation', () => {
     expect(thrown).toBeInstanceOf(FloodgateError);
     expect(thrown).toMatchObject({ code });
     expect((thrown as Error).message).toMatch(/must|needs|has|is too large|got|only applies|no option/);
+  });
+
+  it('takes the longest timeout a timer keeps (2^31 - 1 ms), and a store that answers within it decides', async () => {
+    const limiter = createLimiter({ limit: 1, windowMs: 60_000, timeoutMs: 2 ** 31 - 1 });
+    expect((await limiter.consume('k')).allowed).toBe(true);
+    expect((await limiter.consume('k')).allowed).toBe(false);
+  });
+
+  it('refuses clock values exact arithmetic cannot hold (NaN, negative, above 2^50 ms) at call time, and floors fractions', async () => {
+    for (const value of [Number.NaN, -1, Number.POSITIVE_INFINITY, 2 ** 50 + 1, 2 ** 53, '1700000000000']) {
+      const limiter = createLimiter({ limit: 5, windowMs: 1000, now: () => value as number });
+      await expect(limiter.consume('k')).rejects.toMatchObject({ code: 'ERR_FG_OPTION', message: expect.stringMatching(/clock \(now option\) returned/) });
+    }
+    let now = 2 ** 50 - 1000;
+    const limiter = createLimiter({ algorithm: 'fixed-window', limit: 5, windowMs: 1000, now: () => now });
+    expect(await limiter.consume('k')).toMatchObject({ allowed: true, resetMs: 1000 - (now % 1000) });
+    now = 1_700_000_000_000.75;
+    expect(await limiter.consume('j')).toMatchObject({ allowed: true, resetMs: 1000 });
   });
 
   it('explains names from other libraries', () => {

@@ -245,6 +245,7 @@ describe('MemoryStore', () => {
     [{ maxKeys: 0 }, 'ERR_FG_OPTION'],
     [{ maxKeys: 1.5 }, 'ERR_FG_OPTION'],
     [{ sweepIntervalMs: -1 }, 'ERR_FG_OPTION'],
+    [{ sweepIntervalMs: 2 ** 31 }, 'ERR_FG_OPTION'], // setInterval would sweep every millisecond
     [{ maxkeys: 10 }, 'ERR_FG_UNKNOWN_OPTION'],
   ])('rejects %o with %s', (options, code) => {
     expect(() => new MemoryStore(options as never)).toThrow(expect.objectContaining({ code }));
