@@ -162,6 +162,25 @@ describe('MemoryStore', () => {
     expect(collected.size).toBeGreaterThan(150);
   });
 
+  it('is closed by the limiter that created it, and left open by a limiter it was given to', async () => {
+    const timerOf = (store: unknown) => (store as { timer: NodeJS.Timeout | undefined }).timer;
+    const own = createLimiter({ limit: 1, windowMs: 60_000 });
+    await own.consume('k');
+    const created = own.store as MemoryStore;
+    expect(timerOf(created)).toBeDefined();
+    await own.close();
+    expect(timerOf(created)).toBeUndefined();
+    expect(created.tableCount).toBe(0);
+
+    const shared = new MemoryStore();
+    const given = createLimiter({ limit: 1, windowMs: 60_000, store: shared });
+    await given.consume('k');
+    await given.close();
+    expect(timerOf(shared)).toBeDefined();
+    expect(shared.tableCount).toBe(1);
+    shared.close();
+  });
+
   it('unrefs its sweeper', async () => {
     const store = new MemoryStore();
     const limiter = createLimiter({ limit: 1, windowMs: 1000, store });
