@@ -41,7 +41,11 @@ export async function startRedis() {
       ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--protected-mode', 'no'],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
+    // Whatever happens to the example, leave no redis-server behind.
+    const orphan = () => child.kill('SIGKILL');
+    process.once('exit', orphan);
     const stop = async () => {
+      process.off('exit', orphan);
       child.kill('SIGTERM');
       await exited(child);
       rmSync(dir, { recursive: true, force: true });

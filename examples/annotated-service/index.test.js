@@ -3,21 +3,11 @@
 // four rules of an order cost one script call in Redis (INFO commandstats),
 // and MONITOR shows that call: one FCALL over the four keys.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { test } from 'node:test';
-import { promisify } from 'node:util';
-
-function alive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { alive, runExample } from '../example-test.mjs';
 
 test('one decorator, four rules over three scopes, one round trip to Redis per call', async () => {
-  const { stdout } = await promisify(execFile)(process.execPath, ['index.js'], { cwd: import.meta.dirname, timeout: 60_000 });
+  const stdout = await runExample(import.meta.dirname, ['index.js'], 60_000);
   const lines = stdout.split('\n').map((line) => line.trim());
   const u1 = lines.filter((line) => line.startsWith('u1@203.0.113.9: '));
   assert.equal(u1.length, 3, stdout);

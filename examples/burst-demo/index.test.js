@@ -2,14 +2,13 @@
 // It runs on the real clock; here that clock stands still (frozen-clock.mjs), so
 // that a window ending or the bucket refilling on a slow machine cannot change a row.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { test } from 'node:test';
-import { promisify } from 'node:util';
+import { runExample } from '../example-test.mjs';
 
 const frozenClock = new URL('../frozen-clock.mjs', import.meta.url).href;
 
 test('the burst demo admits 5 of 8 requests and shows the download quota', async () => {
-  const { stdout } = await promisify(execFile)(process.execPath, ['--import', frozenClock, 'index.js'], { cwd: import.meta.dirname, timeout: 30_000 });
+  const stdout = await runExample(import.meta.dirname, ['--import', frozenClock, 'index.js'], 30_000);
   const burst = stdout.split('\n').filter((line) => /^\d\s/.test(line));
   assert.deepEqual(
     burst.map((line) => line.split(/\s+/)[1]),

@@ -1,11 +1,10 @@
 // CI runs the example and checks every download: status, MB left and Retry-After.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { test } from 'node:test';
-import { promisify } from 'node:util';
+import { runExample } from '../example-test.mjs';
 
 test('each download costs its size in MB against a 300 MB token bucket refilled at 100 MB a minute', async () => {
-  const { stdout } = await promisify(execFile)(process.execPath, ['index.js'], { cwd: import.meta.dirname, timeout: 30_000 });
+  const stdout = await runExample(import.meta.dirname, ['index.js'], 30_000);
   const rows = stdout
     .split('\n')
     .filter((line) => line.startsWith('+'))

@@ -2,12 +2,11 @@
 // injected), the real waits are checked with margins (timers never fire early;
 // a loaded machine may run them late).
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { test } from 'node:test';
-import { promisify } from 'node:util';
+import { runExample } from '../example-test.mjs';
 
 test('a burst of 12 leaves the shaper 200 ms apart; what overflows the queue of 10 gets a 429', async () => {
-  const { stdout } = await promisify(execFile)(process.execPath, ['index.js'], { cwd: import.meta.dirname, timeout: 60_000 });
+  const stdout = await runExample(import.meta.dirname, ['index.js'], 60_000);
   const rows = stdout
     .split('\n')
     .filter((line) => line.startsWith('#'))

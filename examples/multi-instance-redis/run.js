@@ -13,12 +13,9 @@
 // 6. stops the apps and redis-server by PID.
 // It never touches a Redis it did not start (6379 included).
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { RedisRuleSource } from '@floodgate/core';
 import { Redis } from 'ioredis';
+import { startRedis } from '../private-redis.mjs';
 
 const REQUESTS_PER_INSTANCE = 40;
 const IN_FLIGHT_PER_INSTANCE = 8;
@@ -31,61 +28,11 @@ process.on('exit', () => {
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
 });
 
-/** A port nobody listens on right now (never 6379, the machine's default Redis). @returns {Promise<number>} */
-async function freePort() {
-  for (;;) {
-    const port = await new Promise((resolve, reject) => {
-      const server = createServer();
-      server.on('error', reject);
-      server.listen(0, '127.0.0.1', () => {
-        const address = server.address();
-        server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-      });
-    });
-    if (port !== 6379) return port;
-  }
-}
-
 /** @param {import('node:child_process').ChildProcess} child */
 const exited = (child) =>
   child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((resolve) => child.once('exit', () => resolve(undefined)));
 
 const sleep = (/** @type {number} */ ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Starts redis-server on a free port and waits until it answers PING. */
-async function startRedis() {
-  for (let attempt = 1; ; attempt++) {
-    const port = await freePort();
-    const dir = mkdtempSync(join(tmpdir(), 'floodgate-example-redis-'));
-    const child = spawn(
-      'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--protected-mode', 'no'],
-      { stdio: 'ignore' },
-    );
-    children.push(child);
-    const spawnError = new Promise((_, reject) => child.once('error', reject));
-    const deadline = Date.now() + 10_000;
-    while (child.exitCode === null && Date.now() < deadline) {
-      const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
-      probe.on('error', () => {});
-      try {
-        await Promise.race([probe.connect().then(() => probe.ping()), spawnError]);
-        probe.disconnect();
-        return { port, pid: /** @type {number} */ (child.pid), child, dir };
-      } catch (error) {
-        probe.disconnect();
-        if (/** @type {NodeJS.ErrnoException} */ (error).code === 'ENOENT')
-          throw new Error('redis-server is not on the PATH (Debian: apt-get install redis-server)');
-        await sleep(25);
-      }
-    }
-    child.kill('SIGKILL');
-    await exited(child);
-    rmSync(dir, { recursive: true, force: true });
-    if (attempt >= 3) throw new Error(`redis-server did not start on port ${port}`);
-    // The port was taken in between: try another.
-  }
-}
 
 /** Starts one app.js and waits for its "listening on <url>" line. @param {string} instance @param {number} redisPort */
 async function startApp(instance, redisPort) {
@@ -210,9 +157,7 @@ try {
   failed = true;
   console.error(error);
 } finally {
-  redis.child.kill('SIGTERM');
-  await exited(redis.child);
-  rmSync(redis.dir, { recursive: true, force: true });
+  await redis.stop();
   console.log(`stopped redis-server (pid ${redis.pid})`);
 }
 process.exitCode = failed ? 1 : 0;

@@ -4,21 +4,11 @@
 // with RedisRuleSource reach both apps, and exactly the raised limit's extra
 // calls are admitted. Every process the demo started is gone afterwards.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { test } from 'node:test';
-import { promisify } from 'node:util';
-
-function alive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { alive, runExample } from '../example-test.mjs';
 
 test('two instances behind one Redis admit exactly the shared limit between them, and follow rules published to Redis', async () => {
-  const { stdout } = await promisify(execFile)(process.execPath, ['run.js'], { cwd: import.meta.dirname, timeout: 90_000 });
+  const stdout = await runExample(import.meta.dirname, ['run.js'], 90_000);
   const perApp = [...stdout.matchAll(/^app ([ab]): (\d+) admitted, (\d+) denied \(429\)$/gm)].map((m) => ({
     app: m[1],
     admitted: Number(m[2]),

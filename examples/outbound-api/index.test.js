@@ -3,21 +3,11 @@
 // 10 in any 1 s window (by arrival time at the API), at least 9 a second
 // overall. Every process the example started is gone afterwards.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { test } from 'node:test';
-import { promisify } from 'node:util';
-
-function alive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { alive, runExample } from '../example-test.mjs';
 
 test('3 workers on one Redis limit: at most 10 calls in every 1 s window at the API, and at least 9 a second', async () => {
-  const { stdout } = await promisify(execFile)(process.execPath, ['index.js'], { cwd: import.meta.dirname, timeout: 60_000 });
+  const stdout = await runExample(import.meta.dirname, ['index.js'], 60_000);
   const workers = [...stdout.matchAll(/^worker ([abc]): (\d+) of (\d+) calls answered 200$/gm)];
   assert.equal(workers.length, 3, stdout);
   for (const [, worker, ok, calls] of workers) assert.deepEqual([ok, calls], ['20', '20'], `worker ${worker}`);

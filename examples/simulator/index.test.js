@@ -4,12 +4,11 @@
 // the docs make from the charts: fixed window lets ~2x the limit through at the
 // boundary, sliding log never exceeds the limit in any window, and so on.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { promisify } from 'node:util';
+import { runExample } from '../example-test.mjs';
 import { LIMIT, patterns, WINDOW_MS } from './patterns.js';
 
 const BURST = LIMIT; // the simulator leaves burst at its default, the limit
@@ -22,7 +21,7 @@ let stdout = '';
 const tables = new Map();
 
 before(async () => {
-  ({ stdout } = await promisify(execFile)(process.execPath, ['index.js', '--out', out], { cwd: import.meta.dirname, timeout: 60_000 }));
+  stdout = await runExample(import.meta.dirname, ['index.js', '--out', out], 60_000);
   let current;
   for (const line of stdout.split('\n')) {
     const heading = /^== ([\w-]+):/.exec(line);

@@ -1,12 +1,11 @@
 // CI runs the example and checks each row: which texts were sent, which rule
 // bound each denial, which rules denied it, and the exact Retry-After.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { test } from 'node:test';
-import { promisify } from 'node:util';
+import { runExample } from '../example-test.mjs';
 
 test('three rules per phone number: each denial names the rule that bound it', async () => {
-  const { stdout } = await promisify(execFile)(process.execPath, ['index.js'], { cwd: import.meta.dirname, timeout: 30_000 });
+  const stdout = await runExample(import.meta.dirname, ['index.js'], 30_000);
   const rows = stdout
     .split('\n')
     .filter((line) => line.startsWith('day '))
