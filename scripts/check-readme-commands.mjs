@@ -17,10 +17,11 @@
 // `pnpm run` sets are cleared, as in a fresh shell. scripts/bootstrap.mjs then
 // has to find or install its own pnpm (into .tools/, with npm), as on a new machine.
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { markdownFiles } from './markdown-files.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -37,17 +38,6 @@ const rules = [
   { match: /^cd packages\/\S+ && npm test$/, smoke: (c) => `${c} -- --help`, why: 'the same tests run in the test step' },
   { match: /^npm run docs$/, skip: 'typedoc only (no pnpm): the API docs step of `npm test` runs it' },
 ];
-
-function markdownFiles(dir = root) {
-  const found = [];
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    if (entry.name.startsWith('.') || entry.name === 'node_modules' || entry.name === 'dist') continue;
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) found.push(...markdownFiles(path));
-    else if (entry.name === 'README.md' || (dir === join(root, 'docs') && entry.name.endsWith('.md'))) found.push(path);
-  }
-  return found.sort();
-}
 
 /** { file, line, command, cwd } for every command of a Markdown file. */
 function commandsOf(file) {
@@ -125,7 +115,7 @@ let failures = 0;
 const started = performance.now();
 try {
   const only = process.argv[2] ?? '';
-  for (const c of markdownFiles()
+  for (const c of markdownFiles(root)
     .flatMap(commandsOf)
     .filter((c) => c.command.includes(only))) {
     const where = `${relative(root, c.file)}:${c.line}`;

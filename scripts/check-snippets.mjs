@@ -23,26 +23,15 @@
 //   <!-- snippet: skip: <why> -->         not checked at all (listed in the output)
 //   <!-- snippet: no-run: <why> -->       type-checked, never run
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
+import { markdownFiles } from './markdown-files.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const here = join(root, 'scripts', 'snippets');
 const languages = { ts: 'ts', typescript: 'ts', js: 'js', javascript: 'js' };
-
-/** README.md anywhere in the repository and every docs/*.md. */
-function markdownFiles(dir = root) {
-  const found = [];
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    if (entry.name.startsWith('.') || entry.name === 'node_modules' || entry.name === 'dist') continue;
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) found.push(...markdownFiles(path));
-    else if (entry.name === 'README.md' || (dir === join(root, 'docs') && entry.name.endsWith('.md'))) found.push(path);
-  }
-  return found.sort();
-}
 
 function snippetsOf(file) {
   const lines = readFileSync(file, 'utf8').split('\n');
@@ -94,7 +83,7 @@ function optionsOf(home) {
   return { ...baseOptions, ...own, noEmit: true, declaration: false, sourceMap: false, allowJs: true, checkJs: true };
 }
 
-const all = markdownFiles().flatMap(snippetsOf);
+const all = markdownFiles(root).flatMap(snippetsOf);
 const skipped = all.filter((s) => s.word === 'skip');
 const homes = new Map();
 for (const s of all.filter((s) => s.word !== 'skip')) homes.set(homeOf(s), [...(homes.get(homeOf(s)) ?? []), s]);
