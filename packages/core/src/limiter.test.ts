@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Decision } from './decision.js';
 import { FloodgateError } from './errors.js';
 import { createLimiter } from './limiter.js';
-import { derivedPrefix, type LimiterOptions, parseLimiterOptions } from './options.js';
+import { derivedPrefix, type LimiterOptions, overlayLimiterOptions, parseLimiterOptions } from './options.js';
 import { compileRule, type RuleOptions } from './rules.js';
 import { MemoryStore } from './stores/memory-store.js';
 import type { RuleSet, Store } from './stores/types.js';
@@ -458,6 +458,18 @@ describe('limiters sharing a store', () => {
     expect(() => other.updateRules({ name: 'per-minute', limit: 10, windowMs: 60_000 })).toThrow(reuse);
     expect(other.rules.map((rule) => rule.name)).toEqual(['per-hour']);
     other.updateRules({ name: 'per-day', limit: 100, windowMs: 86_400_000 });
+  });
+
+  it("lays a nested level's limiter options over the level above: rules and shorthand replace each other, a namespace of its own", () => {
+    const store = new MemoryStore();
+    const above = { limit: 100, windowMs: 60_000, store, timeoutMs: 50, key: () => 'adapter option, not read' };
+    expect(overlayLimiterOptions(above, { limit: 5 }, 'POST /login')).toEqual({ limit: 5, windowMs: 60_000, store, timeoutMs: 50, prefix: 'fg:POST /login:' });
+    const rules = [{ name: 'a', limit: 1, windowMs: 1000 }];
+    expect(overlayLimiterOptions(above, { rules }, 'r')).toEqual({ rules, store, timeoutMs: 50, prefix: 'fg:r:' });
+    expect(overlayLimiterOptions({ rules, prefix: 'api:' }, { windowMs: 10 }, 'r')).toEqual({ windowMs: 10, prefix: 'api:r:' });
+    expect(overlayLimiterOptions(above, { limit: 5, prefix: 'own:' }, 'r').prefix).toBe('own:');
+    expect(overlayLimiterOptions({ prefix: 'api:' }, { limit: 5 })).toEqual({ prefix: 'api:', limit: 5 });
+    store.close();
   });
 
   it('derives namespaces that fit a prefix for adapters that build limiters from others (routes, handlers)', () => {

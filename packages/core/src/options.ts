@@ -118,6 +118,41 @@ export function derivedPrefix(base: string | undefined, name: string): string {
   return `${base ?? 'fg:'}${name}`.slice(0, MAX_PREFIX_LENGTH - tag.length) + tag;
 }
 
+/**
+ * The limiter options of a nested level (a route under a plugin, a handler
+ * under a controller) laid over the level above: the level's own options win;
+ * its `rules` replace the one-rule shorthand above (`limit`, `windowMs`, ...)
+ * and its shorthand replaces the `rules` above; and without a `prefix` of its
+ * own it counts under `derivedPrefix(above.prefix, namespace)`, so that on a
+ * shared store its counters are not the level above's (no namespace: the
+ * prefix above stays). Only limiter options (`limiterOptionNames`) are read
+ * from either side.
+ *
+ * @example
+ * ```ts
+ * overlayLimiterOptions({ limit: 100, windowMs: 60_000 }, { limit: 5 }, 'POST /login');
+ * // { limit: 5, windowMs: 60_000, prefix: 'fg:POST /login:' }
+ * ```
+ */
+export function overlayLimiterOptions(
+  above: Readonly<Record<string, unknown>> | undefined,
+  own: Readonly<Record<string, unknown>>,
+  namespace?: string,
+): Record<string, unknown> {
+  const merged: Record<string, unknown> = {};
+  const ownOptions: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(own)) if (limiterOptionNames.has(name)) ownOptions[name] = value;
+  const ownShorthand = Object.keys(ownOptions).some((name) => ruleShorthandNames.has(name));
+  for (const [name, value] of Object.entries(above ?? {})) {
+    if (!limiterOptionNames.has(name)) continue;
+    if ('rules' in ownOptions && ruleShorthandNames.has(name)) continue;
+    if (ownShorthand && name === 'rules') continue;
+    merged[name] = value;
+  }
+  if (namespace !== undefined) merged.prefix = derivedPrefix(merged.prefix as string | undefined, namespace);
+  return { ...merged, ...ownOptions };
+}
+
 /** Names users bring from other rate limiters, and what Floodgate calls them. */
 const knownAliases: Record<string, string> = {
   max: "Floodgate calls it 'limit'",

@@ -2,14 +2,13 @@ import { type Decision, ErrorCodes, FloodgateError, type Limiter } from '@floodg
 import {
   createKeyBy,
   createRateLimitFlow,
-  derivedPrefix,
   fastifyProxyTrust,
   joinHeader,
   type KeyBy,
   limiterOptionNames,
+  overlayLimiterOptions,
   type RateLimitOptions,
   type RequestReader,
-  ruleShorthandNames,
   settleWhenDone,
 } from '@floodgate/core/adapter';
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest, onSendHookHandler, RouteOptions } from 'fastify';
@@ -147,12 +146,7 @@ function mergeOptions(plugin: Options, own: Options, shared: Limiter | undefined
       `${route}: config.rateLimit sets no limit and neither does the plugin: give one of them limit and windowMs, rules or a limiter.`,
     );
   }
-  if (own.limiter === undefined) {
-    const replaced =
-      own.rules !== undefined ? ruleShorthandNames : Object.keys(own).some((name) => ruleShorthandNames.has(name)) ? new Set(['rules']) : new Set();
-    for (const [name, value] of Object.entries(plugin)) if (limiterOptionNames.has(name) && !replaced.has(name)) merged[name] = value;
-    merged.prefix = derivedPrefix(plugin.prefix as string | undefined, route);
-  }
+  if (own.limiter === undefined) Object.assign(merged, overlayLimiterOptions(plugin, own, route));
   return { ...merged, ...own };
 }
 

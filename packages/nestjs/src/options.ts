@@ -2,16 +2,15 @@ import type { Decision, Limiter } from '@floodgate/core';
 import {
   createKeyBy,
   createRateLimitFlow,
-  derivedPrefix,
   expressProxyTrust,
   fastifyProxyTrust,
   joinHeader,
   type KeyBy,
   limiterOptionNames,
+  overlayLimiterOptions,
   type RateLimitFlow,
   type RateLimitOptions,
   type RequestReader,
-  ruleShorthandNames,
 } from '@floodgate/core/adapter';
 import type { ExecutionContext } from '@nestjs/common';
 
@@ -60,10 +59,6 @@ const reader: RequestReader<NestArgs> = {
  */
 export const keyBy: KeyBy<NestArgs> = createKeyBy(reader);
 
-// The options of createLimiter, and its one-rule shorthand (what `rules` replaces), as core names them.
-const shorthandOptions = [...ruleShorthandNames];
-const limiterOptions = limiterOptionNames;
-
 /** Something that looks like a limiter: lets options that name none be checked by the flow. */
 const noLimiter = { consume: () => {} } as unknown as Limiter;
 
@@ -107,20 +102,15 @@ export function inherit(parent: Level | undefined, own: NestRateLimitOptions, na
   const options: Record<string, unknown> = { ...parent?.options };
   const ownLimiter: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(own)) {
-    if (limiterOptions.has(name)) ownLimiter[name] = value;
+    if (limiterOptionNames.has(name)) ownLimiter[name] = value;
     else if (name !== 'limiter') options[name] = value;
   }
   let limiterOptionsUsed = parent?.limiterOptions;
   // What this level's flow is given: limiter options (a new limiter), or a limiter.
   let limiter: Record<string, unknown> | undefined = limiterOptionsUsed;
   if (Object.keys(ownLimiter).length > 0) {
-    const above: Record<string, unknown> = { ...parent?.limiterOptions };
-    if ('rules' in ownLimiter) for (const name of shorthandOptions) delete above[name];
-    if (shorthandOptions.some((name) => name in ownLimiter)) delete above.rules;
     // A limiter of its own counts in a namespace of its own: on a shared store it must not count the module's requests.
-    if (namespace !== undefined && own.limiter === undefined && ownLimiter.prefix === undefined)
-      above.prefix = derivedPrefix(above.prefix as string | undefined, namespace);
-    limiterOptionsUsed = { ...above, ...ownLimiter };
+    limiterOptionsUsed = overlayLimiterOptions(parent?.limiterOptions, ownLimiter, own.limiter === undefined ? namespace : undefined);
     limiter = own.limiter === undefined ? limiterOptionsUsed : { ...limiterOptionsUsed, limiter: own.limiter }; // both: the flow says which to drop
   } else if (own.limiter !== undefined) {
     limiterOptionsUsed = undefined;
