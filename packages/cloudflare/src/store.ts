@@ -1,5 +1,5 @@
 import { type CompiledRule, ErrorCodes, FloodgateError, type RuleDecision, type RuleSet, type Store, type StoreKeys } from '@floodgate/core';
-import { vectorAlgorithms } from '@floodgate/core/internal';
+import { admittedDecision, unchangedDecision, vectorAlgorithms } from '@floodgate/core/internal';
 import { type Answer, type Call, callUrl, decodeVerdict, type Operation, ruleOptionsOf } from './protocol.js';
 
 /** A Durable Object stub, as `namespace.get(id)` hands it out: only its fetch is used. */
@@ -277,28 +277,7 @@ export class DurableObjectStore implements Store {
       batch.rules.forEach((i, at) => {
         const rule = ruleSet.rules[i] as CompiledRule;
         const v = verdicts[at] as Verdicts[number];
-        decisions[i] =
-          how === 'admitted'
-            ? {
-                name: rule.name,
-                scope: rule.scope,
-                allowed: true,
-                limit: rule.limit,
-                remaining: v.remaining,
-                resetMs: v.resetMs,
-                retryAfterMs: 0,
-                delayMs: v.delayMs,
-              }
-            : {
-                name: rule.name,
-                scope: rule.scope,
-                allowed: v.allowed,
-                limit: rule.limit,
-                remaining: v.remainingNow,
-                resetMs: v.resetMsNow,
-                retryAfterMs: v.retryAfterMs,
-                delayMs: how === 'peek' && v.allowed ? v.delayMs : 0,
-              };
+        decisions[i] = how === 'admitted' ? admittedDecision(rule, v) : unchangedDecision(rule, v, how === 'peek');
       });
     });
     return decisions;
