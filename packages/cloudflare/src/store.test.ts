@@ -86,7 +86,7 @@ describe('verdicts on their way back', () => {
   });
 
   it.each([
-    ['the 7 numbers of an object that keeps no blocks', encodeVerdict(blocked()).slice(0, 7)],
+    ['the 7 numbers of an object of an older version (no block fields)', encodeVerdict(blocked()).slice(0, 7)],
     ['more left of a block than its length', encodeVerdict({ ...blocked(), blockLeftMs: 20_000, retryAfterMs: 20_000 })],
     ['a strike without a block', encodeVerdict({ ...blocked(), blockLeftMs: 0, blockMs: 0 })],
     ['a block without a strike', encodeVerdict({ ...blocked(), strike: 0 })],
