@@ -1,5 +1,16 @@
 import type { CompiledRule } from '@floodgate/core';
-import { compileRule, type RuleState, refundStep, releaseStep, step, type Verdict } from '@floodgate/core/internal';
+import {
+  applyBlock,
+  type Block,
+  blockLeft,
+  blockStartedAt,
+  compileRule,
+  type RuleState,
+  refundStep,
+  releaseStep,
+  startBlock,
+  step,
+} from '@floodgate/core/internal';
 import { type Answer, type Call, encodeVerdict, type Operation } from './protocol.js';
 
 /** The part of a Durable Object's storage (`ctx.storage`) the object uses: its key-value API, and alarms. */
@@ -17,11 +28,20 @@ export interface DurableObjectStateLike {
   readonly storage: DurableObjectStorageLike;
 }
 
-/** One key's state under one rule, as stored: the state, and when it ends on the clock of the calls (ms). */
+/**
+ * One key's state under one rule, as stored: the algorithm's state and when
+ * it ends on the clock of the calls (ms), and the key's block under the rule
+ * (blockMs) while it is remembered. A key can be blocked with nothing counted
+ * (state null), never be held with neither.
+ */
 interface Entry {
-  readonly state: Exclude<RuleState, null>;
+  readonly state: RuleState;
   readonly expiresAt: number;
+  readonly block?: Block;
 }
+
+/** When an entry has nothing left to keep: its state has ended, and its block is forgotten. */
+const endOf = (entry: Entry): number => (entry.block === undefined ? entry.expiresAt : Math.max(entry.expiresAt, entry.block.forgetAt));
 
 /** Storage keys: entries under `e:`, and the object's own record of the calls' clock. */
 const ENTRY = 'e:';
@@ -31,8 +51,21 @@ const BATCH = 128;
 /** The clock of the calls is written again when it has moved this far from the object's (see noteClock). */
 const CLOCK_SLACK_MS = 1_000;
 
-const isEntry = (value: unknown): value is Entry =>
-  typeof value === 'object' && value !== null && typeof (value as Entry).expiresAt === 'number' && typeof (value as Entry).state === 'object';
+const isBlock = (value: unknown): value is Block =>
+  typeof value === 'object' &&
+  value !== null &&
+  ['until', 'length', 'strike', 'forgetAt'].every((field) => typeof (value as Record<string, unknown>)[field] === 'number');
+
+const isEntry = (value: unknown): value is Entry => {
+  if (typeof value !== 'object' || value === null) return false;
+  const { state, expiresAt, block } = value as Entry;
+  if (typeof expiresAt !== 'number' || typeof state !== 'object' || (block !== undefined && !isBlock(block))) return false;
+  return state !== null || block !== undefined;
+};
+
+/** The block an entry remembers at `now`, if any (a block is forgotten maxBlockMs after it ended). */
+const remembered = (entry: Entry | null | undefined, now: number): Block | undefined =>
+  entry?.block !== undefined && now < entry.block.forgetAt ? entry.block : undefined;
 
 /** The end of the last lease of a concurrency state. */
 const lastLease = (state: RuleState): number => Math.max(...((state as { expires?: number[] } | null)?.expires ?? [0]));
@@ -43,10 +76,12 @@ class BadCall extends Error {}
  * The Durable Object behind DurableObjectStore. It holds the state of the
  * keys the store sends it (one key, or a shard of keys), decides each call
  * with the pure algorithms of @floodgate/core, composed all or nothing as
- * MemoryStore composes them (the same decisions, field by field), and keeps
- * every state in its transactional storage, written before the answer leaves
- * (so an evicted or restarted object loses nothing). One alarm drops the
- * states that have ended, so that storage does not grow without bound.
+ * MemoryStore composes them (the same decisions, field by field), blocks
+ * (blockMs, maxBlockMs) included: a key's block is kept beside its state, as
+ * MemoryStore keeps it. Every state is kept in its transactional storage,
+ * written before the answer leaves (so an evicted or restarted object loses
+ * nothing). One alarm drops the states that have ended and the blocks
+ * forgotten, so that storage does not grow without bound.
  *
  * Export it from your Worker and bind it in your wrangler config; it needs no
  * configuration of its own (rules travel with each call).
@@ -135,7 +170,7 @@ export class FloodgateDurableObject {
 
   private parse(body: unknown): Call {
     const call = body as Partial<Call> | null;
-    const ops: readonly Operation[] = ['consume', 'peek', 'refund', 'release', 'undo', 'reset'];
+    const ops: readonly Operation[] = ['consume', 'peek', 'deny', 'refund', 'release', 'undo', 'reset'];
     if (typeof call !== 'object' || call === null || !ops.includes(call.op as Operation)) throw new BadCall('no known op');
     if (call.now !== null && !Number.isSafeInteger(call.now)) throw new BadCall('now must be an integer of ms or null');
     if (!Number.isSafeInteger(call.cost) || (call.cost as number) < 1) throw new BadCall('cost must be a positive integer');
@@ -167,36 +202,49 @@ export class FloodgateDurableObject {
   private async handle(call: Call): Promise<Answer> {
     const keys = call.rules.map(([, key]) => key);
     if (call.op === 'reset') {
-      this.remove(keys);
+      this.remove(keys); // the blocks with the states: a reset lifts a block
       return {};
     }
     const rules = call.rules.map(([options]) => this.compiled(options));
     await this.load(keys);
     const now = call.now ?? Date.now();
     this.noteClock(now);
-    const stateOf = (i: number): RuleState => this.cache.get(keys[i] as string)?.state ?? null;
-    const expiryOf = (i: number): number => this.cache.get(keys[i] as string)?.expiresAt ?? now;
-    if (call.op === 'consume' || call.op === 'peek') {
+    const entryOf = (i: number): Entry | null => this.cache.get(keys[i] as string) ?? null;
+    if (call.op === 'consume' || call.op === 'peek' || call.op === 'deny') {
       const cost = call.cost;
-      const results = rules.map((rule, i) => step(rule, stateOf(i), now, cost, call.lease));
+      // As MemoryStore decides: the algorithm on the key's state, then the key's block over its verdict.
+      const results = rules.map((rule, i) => {
+        const entry = entryOf(i);
+        const result = step(rule, entry?.state ?? null, now, cost, call.lease);
+        const block = remembered(entry, now);
+        if (block !== undefined) applyBlock(result.verdict, blockLeft(block, now), block.length, block.strike);
+        return result;
+      });
       const admitted = results.every((result) => result.verdict.allowed);
       if (admitted && call.op === 'consume') {
         const changes = keys.map((key) => ({ key, before: this.cache.get(key) ?? null, after: null as Entry | null }));
         results.forEach((result, i) => {
-          this.write(keys[i] as string, result.state, now + result.verdict.ttlMs);
+          this.keep(keys[i] as string, entryOf(i), result.state, now + result.verdict.ttlMs, now);
         });
         if (call.undo !== undefined) this.remember(call.undo, changes);
+      } else if (!admitted && call.op !== 'peek') {
+        // A denied call records nothing but the blocks it starts: each rule whose own numbers deny starts its own, whichever rule binds.
+        rules.forEach((rule, i) => {
+          const v = (results[i] as (typeof results)[number]).verdict;
+          if (rule.blockMs > 0 && startBlock(rule, v)) this.block(keys[i] as string, entryOf(i), blockStartedAt(rule, v, now));
+        });
       }
-      return { admitted: admitted ? 1 : 0, verdicts: results.map((result) => encodeVerdict(result.verdict as Verdict)) };
+      return { admitted: admitted ? 1 : 0, verdicts: results.map((result) => encodeVerdict(result.verdict)) };
     }
     if (call.op === 'undo' && call.undo !== undefined && this.restore(call.undo)) return {};
     rules.forEach((rule, i) => {
       const key = keys[i] as string;
-      // A refund never makes a state last longer: its expiry stays. A release ends with the last lease left.
-      if (call.op !== 'release') this.change(key, stateOf(i), refundStep(rule, stateOf(i), now, call.cost), expiryOf(i));
-      if (call.op !== 'refund' && rule.algorithm === 'concurrency') {
-        const state = releaseStep(stateOf(i), call.lease, now);
-        this.change(key, stateOf(i), state, lastLease(state));
+      if (call.op !== 'release') this.refund(key, entryOf(i), rule, now, call.cost);
+      const entry = entryOf(i);
+      if (call.op !== 'refund' && rule.algorithm === 'concurrency' && entry !== null) {
+        // A release ends with the last lease left.
+        const state = releaseStep(entry.state, call.lease, now);
+        this.keep(key, entry, state, lastLease(state), now);
       }
     });
     return {};
@@ -218,16 +266,42 @@ export class FloodgateDurableObject {
     const changes = this.undoable.get(token);
     this.undoable.delete(token);
     if (changes === undefined || !changes.every(({ key, after }) => this.cache.get(key) === after)) return false;
-    for (const { key, before } of changes) {
-      if (before === null) this.remove([key]);
-      else this.write(key, before.state, before.expiresAt);
-    }
+    for (const { key, before } of changes) this.write(key, before);
     return true;
   }
 
-  /** Writes a state that a refund or a release changed (the pure steps hand back the same state, or null for null, when nothing changed). */
-  private change(key: string, before: RuleState, after: RuleState, expiresAt: number): void {
-    if (after !== before) this.write(key, after, expiresAt);
+  /**
+   * Gives `cost` units back to a key's state. Its block stays: a refund
+   * lifts none. A refund never makes a state last longer: its expiry stays.
+   */
+  private refund(key: string, entry: Entry | null, rule: CompiledRule, now: number, cost: number): void {
+    if (entry === null) return;
+    if (entry.state === null) {
+      // Only blocked: nothing to give back; a block no longer remembered is forgotten (as MemoryStore forgets it).
+      if (remembered(entry, now) === undefined) this.remove([key]);
+      return;
+    }
+    const state = refundStep(rule, entry.state, now, cost);
+    // The same state back: another rule's state under this name (another grid), or leases still held: left as it is.
+    if (state !== entry.state) this.keep(key, entry, state, entry.expiresAt, now);
+  }
+
+  /**
+   * Writes a key's new state (null: none), until `expiresAt`, with the
+   * block it had while that is remembered; a block no longer remembered is
+   * dropped as the state is written, as MemoryStore and the Redis library
+   * drop it, so that a clock that goes back later finds it gone in every store.
+   */
+  private keep(key: string, entry: Entry | null, state: RuleState, expiresAt: number, now: number): void {
+    const block = remembered(entry, now);
+    if (block !== undefined) this.write(key, { state, expiresAt: state === null ? block.forgetAt : expiresAt, block });
+    else this.write(key, state === null ? null : { state, expiresAt });
+  }
+
+  /** Starts a block of a key (a denied call), beside whatever state it holds. */
+  private block(key: string, entry: Entry | null, block: Block): void {
+    const state = entry?.state ?? null;
+    this.write(key, { state, expiresAt: state === null ? block.forgetAt : (entry as Entry).expiresAt, block });
   }
 
   /** Lets the oldest entries go from memory (storage keeps them) once there are more than maxCachedEntries. */
@@ -278,15 +352,14 @@ export class FloodgateDurableObject {
    * output gate holds the answer until storage has the write, and orders
    * reads after it, so that the next call can decide from memory at once.
    */
-  private write(key: string, state: RuleState, expiresAt: number): void {
-    if (state === null) {
+  private write(key: string, entry: Entry | null): void {
+    if (entry === null) {
       this.remove([key]);
       return;
     }
-    const entry: Entry = { state, expiresAt };
     this.cache.set(key, entry);
     void this.storage.put({ [key]: entry });
-    this.alarmFor(expiresAt);
+    this.alarmFor(endOf(entry));
   }
 
   private remove(keys: readonly string[]): void {
@@ -315,8 +388,8 @@ export class FloodgateDurableObject {
     await this.eachEntry(async (page) => {
       const ended: string[] = [];
       for (const [key, value] of page) {
-        if (!isEntry(value) || value.expiresAt <= now) ended.push(key);
-        else if (value.expiresAt < next) next = value.expiresAt;
+        if (!isEntry(value) || endOf(value) <= now) ended.push(key);
+        else next = Math.min(next, endOf(value));
       }
       if (ended.length > 0) this.remove(ended);
     });

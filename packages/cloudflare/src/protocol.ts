@@ -4,7 +4,7 @@
  *
  *   call    { op, now, cost, lease, rules: [[rule options, storage key], ...], undo? }
  *           now: the limiter's clock (clock: 'client'), or null: the object's own
- *   answer  consume, peek: { admitted: 0 | 1, verdicts: [per rule, see encodeVerdict] }
+ *   answer  consume, peek, deny: { admitted: 0 | 1, verdicts: [per rule, see encodeVerdict] }
  *           the other operations: {}
  *
  * The object decides with the pure algorithms of @floodgate/core and answers
@@ -16,8 +16,14 @@
 import type { CompiledRule, RuleOptions } from '@floodgate/core';
 import type { Verdict } from '@floodgate/core/internal';
 
-/** The operations of an object. `undo`: a refund and a release at once (a call admitted by this object and denied by another). */
-export type Operation = 'consume' | 'peek' | 'refund' | 'release' | 'undo' | 'reset';
+/**
+ * The operations of an object. `undo`: a refund and a release at once (a
+ * call admitted by this object and denied by another). `deny`: a call denied
+ * by another object before this one was asked: it records nothing, but
+ * starts the blocks of the rules whose own numbers deny it, as one object
+ * holding every rule would.
+ */
+export type Operation = 'consume' | 'peek' | 'deny' | 'refund' | 'release' | 'undo' | 'reset';
 
 export interface Call {
   readonly op: Operation;
@@ -37,9 +43,9 @@ export interface Call {
 }
 
 export interface Answer {
-  /** consume and peek: 1 when every rule admits the call. */
+  /** consume, peek and deny: 1 when every rule admits the call (deny: though it records nothing). */
   readonly admitted?: 0 | 1;
-  /** consume and peek: per rule, in the order of the call (see encodeVerdict). */
+  /** consume, peek and deny: per rule, in the order of the call (see encodeVerdict). */
   readonly verdicts?: readonly (readonly number[])[];
 }
 
@@ -67,7 +73,12 @@ export function ruleOptionsOf(rule: CompiledRule): RuleOptions {
   return options as unknown as RuleOptions;
 }
 
-/** A verdict as numbers: [allowed, retryAfterMs (-1: never), delayMs, remaining, resetMs, remainingNow, resetMsNow]. */
+/**
+ * A verdict as numbers: [allowed, retryAfterMs (-1: never), delayMs,
+ * remaining, resetMs, remainingNow, resetMsNow, blockLeftMs, blockMs, strike,
+ * blockStarted]. The block fields are the object's own (algorithms/block.ts
+ * of core): the block that holds the key, or the last one remembered.
+ */
 export function encodeVerdict(v: Verdict): number[] {
   return [
     v.allowed ? 1 : 0,
@@ -77,15 +88,23 @@ export function encodeVerdict(v: Verdict): number[] {
     v.resetMs,
     v.remainingNow,
     v.resetMsNow,
+    v.blockLeftMs,
+    v.blockMs,
+    v.strike,
+    v.blockStarted ? 1 : 0,
   ];
 }
 
 /** The verdict numbers of one rule, checked, or undefined when they are not what an object answers. */
 export function decodeVerdict(numbers: unknown): Omit<Verdict, 'ttlMs'> | undefined {
-  if (!Array.isArray(numbers) || numbers.length !== 7) return undefined;
-  if (!numbers.every((n) => typeof n === 'number' && Number.isSafeInteger(n) && n >= -1)) return undefined;
-  const [allowed, retryAfterMs, delayMs, remaining, resetMs, remainingNow, resetMsNow] = numbers as number[];
-  if (allowed !== 0 && allowed !== 1) return undefined;
+  if (!Array.isArray(numbers) || numbers.length !== 11) return undefined;
+  if (!numbers.every((n, i) => typeof n === 'number' && Number.isSafeInteger(n) && n >= (i === 1 ? -1 : 0))) return undefined;
+  const [allowed, retryAfterMs, delayMs, remaining, resetMs, remainingNow, resetMsNow, blockLeftMs, blockMs, strike, blockStarted] = numbers as number[];
+  if ((allowed !== 0 && allowed !== 1) || (blockStarted !== 0 && blockStarted !== 1)) return undefined;
+  // A block as an object keeps it: no longer than its length, with a strike exactly when it has a length; one that holds denies, for as long at least.
+  if ((blockLeftMs as number) > (blockMs as number) || (blockMs as number) > 0 !== (strike as number) > 0) return undefined;
+  if ((blockLeftMs as number) > 0 && (allowed === 1 || (retryAfterMs !== -1 && (retryAfterMs as number) < (blockLeftMs as number)))) return undefined;
+  if (blockStarted === 1 && blockLeftMs !== blockMs) return undefined;
   return {
     allowed: allowed === 1,
     retryAfterMs: retryAfterMs === -1 ? Number.POSITIVE_INFINITY : (retryAfterMs as number),
@@ -94,11 +113,10 @@ export function decodeVerdict(numbers: unknown): Omit<Verdict, 'ttlMs'> | undefi
     resetMs: resetMs as number,
     remainingNow: remainingNow as number,
     resetMsNow: resetMsNow as number,
-    // No blocks in a Durable Object yet: the store refuses rules with blockMs.
-    blockLeftMs: 0,
-    blockMs: 0,
-    strike: 0,
-    blockStarted: false,
+    blockLeftMs: blockLeftMs as number,
+    blockMs: blockMs as number,
+    strike: strike as number,
+    blockStarted: blockStarted === 1,
   };
 }
 

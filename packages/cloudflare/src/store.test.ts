@@ -1,12 +1,12 @@
 /*
- * DurableObjectStore's options and the rules as they travel to an object,
- * checked in Node (what the store decides is checked in workerd:
+ * DurableObjectStore's options, the rules as they travel to an object and
+ * the verdicts as they come back, checked in Node (what the store decides is checked in workerd:
  * workers.test.ts here, and the store conformance suite of @floodgate/core).
  */
 import { algorithms } from '@floodgate/core';
-import { compileRule } from '@floodgate/core/internal';
+import { compileRule, step } from '@floodgate/core/internal';
 import { describe, expect, it } from 'vitest';
-import { ruleOptionsOf } from './protocol.js';
+import { decodeVerdict, encodeVerdict, ruleOptionsOf } from './protocol.js';
 import { type DurableObjectNamespaceLike, DurableObjectStore } from './store.js';
 
 /** A namespace that is never called here: these tests stop before any call. */
@@ -57,5 +57,45 @@ describe('rules on their way to an object', () => {
             : { name: 'r', algorithm, limit: 10, windowMs: 60_000 };
     const rule = compileRule(options, 'rule');
     expect(compileRule(JSON.parse(JSON.stringify(ruleOptionsOf(rule))), 'rule')).toEqual(rule);
+  });
+
+  it('sends blockMs and maxBlockMs with the rule, and leaves them out when the rule blocks nobody', () => {
+    const blocking = compileRule({ name: 'login', algorithm: 'fixed-window', limit: 5, windowMs: 60_000, blockMs: 900_000, maxBlockMs: 86_400_000 }, 'rule');
+    expect(ruleOptionsOf(blocking)).toMatchObject({ blockMs: 900_000, maxBlockMs: 86_400_000 });
+    expect(compileRule(JSON.parse(JSON.stringify(ruleOptionsOf(blocking))), 'rule')).toEqual(blocking);
+    const plain = compileRule({ name: 'r', limit: 5, windowMs: 60_000 }, 'rule');
+    expect(Object.keys(ruleOptionsOf(plain))).not.toContain('blockMs');
+    expect(compileRule(JSON.parse(JSON.stringify(ruleOptionsOf(plain))), 'rule')).toEqual(plain);
+  });
+});
+
+describe('verdicts on their way back', () => {
+  const rule = compileRule({ name: 'r', algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }, 'rule');
+  /** A verdict of a key blocked for 10 more seconds of a block of 15, its second strike. */
+  const blocked = () => {
+    const { verdict } = step(rule, null, 0, 1);
+    return Object.assign(verdict, { allowed: false, retryAfterMs: 10_000, remaining: 0, remainingNow: 0, blockLeftMs: 10_000, blockMs: 15_000, strike: 2 });
+  };
+
+  it('carries the block fields: a verdict comes back as it left, but for its ttl (the object keeps that)', () => {
+    for (const verdict of [step(rule, null, 0, 1).verdict, blocked(), { ...blocked(), blockLeftMs: 15_000, retryAfterMs: 15_000, blockStarted: true }]) {
+      const { ttlMs: _, ...sent } = verdict;
+      expect(decodeVerdict(JSON.parse(JSON.stringify(encodeVerdict(verdict))))).toEqual(sent);
+    }
+    expect(decodeVerdict(encodeVerdict({ ...blocked(), retryAfterMs: Number.POSITIVE_INFINITY }))?.retryAfterMs).toBe(Number.POSITIVE_INFINITY);
+  });
+
+  it.each([
+    ['the 7 numbers of an object of an older version (no block fields)', encodeVerdict(blocked()).slice(0, 7)],
+    ['more left of a block than its length', encodeVerdict({ ...blocked(), blockLeftMs: 20_000, retryAfterMs: 20_000 })],
+    ['a strike without a block', encodeVerdict({ ...blocked(), blockLeftMs: 0, blockMs: 0 })],
+    ['a block without a strike', encodeVerdict({ ...blocked(), strike: 0 })],
+    ['a block that admits', encodeVerdict({ ...blocked(), allowed: true })],
+    ['a wait shorter than the block', encodeVerdict({ ...blocked(), retryAfterMs: 9_999 })],
+    ['a block started with less than its length left', encodeVerdict({ ...blocked(), blockStarted: true })],
+    ['a started flag of 2', [...encodeVerdict(blocked()).slice(0, 10), 2]],
+    ['a negative length', [...encodeVerdict(blocked()).slice(0, 8), -1, 2, 0]],
+  ])('refuses %s', (_, numbers) => {
+    expect(decodeVerdict(numbers)).toBeUndefined();
   });
 });

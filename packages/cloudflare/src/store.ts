@@ -1,5 +1,5 @@
 import { type CompiledRule, ErrorCodes, FloodgateError, type RuleDecision, type RuleSet, type Store, type StoreKeys } from '@floodgate/core';
-import { vectorAlgorithms } from '@floodgate/core/internal';
+import { admittedDecision, unchangedDecision, vectorAlgorithms } from '@floodgate/core/internal';
 import { type Answer, type Call, callUrl, decodeVerdict, type Operation, ruleOptionsOf } from './protocol.js';
 
 /** A Durable Object stub, as `namespace.get(id)` hands it out: only its fetch is used. */
@@ -71,14 +71,16 @@ function hash(text: string): number {
  * every location that has the binding. A call goes to the object that holds
  * its key (one object per key, or per shard of keys), which decides it with
  * the same TypeScript algorithms as MemoryStore, all rules at once, all or
- * nothing, and keeps the state in its transactional storage. Calls of one
- * object run one at a time, so a limit holds exactly under any concurrency.
+ * nothing, blocks (blockMs, maxBlockMs) included, and keeps the state in its
+ * transactional storage. Calls of one object run one at a time, so a limit
+ * holds exactly under any concurrency.
  *
  * A call whose rules count under several scopes (`consume({ ip, user })`)
  * may span several objects: they are called in turn, the object of `global`
  * rules last, and when one denies, those that admitted give back what they
  * took before `consume()` returns (as RedisStore does across Cluster slots):
- * no rule ever admits past its limit.
+ * no rule ever admits past its limit. Every object's denying rules start
+ * their blocks, as in one object.
  *
  * @example
  * ```ts
@@ -144,7 +146,9 @@ export class DurableObjectStore implements Store {
       return this.decisions(ruleSet, batches, [verdicts], admitted ? 'admitted' : 'unchanged');
     }
     // Several objects: in turn, the object of `global` rules (shared by every client) last. When one
-    // denies, the objects that admitted give back what they took before this call returns.
+    // denies, the objects that admitted give back what they took before this call returns, and the
+    // objects not asked yet are told the call was denied: they record nothing, but start their rules'
+    // blocks, as one object holding every rule would.
     const replies: Verdicts[] = [];
     const undo = crypto.randomUUID();
     let denied = false;
@@ -159,8 +163,7 @@ export class DurableObjectStore implements Store {
     if (denied) {
       const taken = batches.slice(0, replies.length - 1);
       await Promise.all(taken.map((batch) => this.send(batch, 'undo', cost, now, leaseId, undo)));
-      // The objects not asked: what they hold now, for the decision's numbers.
-      for (const batch of batches.slice(replies.length)) replies.push((await this.decide(batch, 'peek', cost, now, ''))[1]);
+      for (const batch of batches.slice(replies.length)) replies.push((await this.decide(batch, 'deny', cost, now, ''))[1]);
     }
     return this.decisions(ruleSet, batches, replies, denied ? 'unchanged' : 'admitted');
   }
@@ -187,14 +190,6 @@ export class DurableObjectStore implements Store {
   private prepare(ruleSet: RuleSet): Prepared {
     let prepared = this.prepared.get(ruleSet);
     if (prepared === undefined) {
-      const blocking = ruleSet.rules.find((rule) => rule.blockMs > 0);
-      if (blocking !== undefined) {
-        // Refused rather than ignored: a block that silently never starts would let a breach through.
-        throw new FloodgateError(
-          ErrorCodes.OPTION,
-          `DurableObjectStore does not keep blocks yet: rule '${blocking.name}' has blockMs. Use the MemoryStore or a RedisStore (Upstash works from Workers) for rules with blockMs.`,
-        );
-      }
       // As MemoryStore's tables: state is found by what shapes it (rule name, algorithm, state size),
       // so a hot update that keeps a rule's name and algorithm keeps its keys' state.
       prepared = {
@@ -226,8 +221,8 @@ export class DurableObjectStore implements Store {
     return batches.length === 1 ? batches : batches.sort((a, b) => Number(a.global) - Number(b.global));
   }
 
-  /** A consume or peek of one object: whether it admitted, and its rules' verdicts, checked. */
-  private async decide(batch: Batch, op: 'consume' | 'peek', cost: number, now: number, leaseId: string, undo?: string): Promise<[boolean, Verdicts]> {
+  /** A consume, peek or deny of one object: whether its rules admit the call, and their verdicts, checked. */
+  private async decide(batch: Batch, op: 'consume' | 'peek' | 'deny', cost: number, now: number, leaseId: string, undo?: string): Promise<[boolean, Verdicts]> {
     const answer = await this.send(batch, op, cost, now, leaseId, undo);
     const verdicts = Array.isArray(answer.verdicts) ? answer.verdicts.map(decodeVerdict) : [];
     if ((answer.admitted !== 0 && answer.admitted !== 1) || verdicts.length !== batch.rules.length || verdicts.some((v) => v === undefined)) {
@@ -277,28 +272,7 @@ export class DurableObjectStore implements Store {
       batch.rules.forEach((i, at) => {
         const rule = ruleSet.rules[i] as CompiledRule;
         const v = verdicts[at] as Verdicts[number];
-        decisions[i] =
-          how === 'admitted'
-            ? {
-                name: rule.name,
-                scope: rule.scope,
-                allowed: true,
-                limit: rule.limit,
-                remaining: v.remaining,
-                resetMs: v.resetMs,
-                retryAfterMs: 0,
-                delayMs: v.delayMs,
-              }
-            : {
-                name: rule.name,
-                scope: rule.scope,
-                allowed: v.allowed,
-                limit: rule.limit,
-                remaining: v.remainingNow,
-                resetMs: v.resetMsNow,
-                retryAfterMs: v.retryAfterMs,
-                delayMs: how === 'peek' && v.allowed ? v.delayMs : 0,
-              };
+        decisions[i] = how === 'admitted' ? admittedDecision(rule, v) : unchangedDecision(rule, v, how === 'peek');
       });
     });
     return decisions;

@@ -1,9 +1,12 @@
 /**
  * @packageDocumentation
  * Floodgate's building blocks, for its own tests, bench and simulator, and
- * for people writing a store: the pure algorithms, rule compilation and the
- * Redis library. No stability promise: names here may change in any release.
+ * for people writing a store: the pure algorithms and blocks, rule
+ * compilation, the decisions a store reports from verdicts, and the Redis
+ * library. No stability promise: names here may change in any release.
  */
+
+export { applyBlock, type Block, blockLeft, blockStartedAt, startBlock } from './algorithms/block.js';
 export {
   concurrency,
   createLog,
@@ -32,3 +35,4 @@ export { compileRule, compileRules } from './rules.js';
 export { LIBRARY as REDIS_LIBRARY } from './stores/redis/library.generated.js';
 export type { LuaScript, RedisLibrary } from './stores/redis/library.js';
 export { type RuleView, viewOf } from './stores/redis/views.js';
+export { admittedDecision, unchangedDecision } from './stores/rule-decisions.js';

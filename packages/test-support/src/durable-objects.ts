@@ -23,6 +23,7 @@ export interface RuleDecisionLike {
   resetMs: number;
   retryAfterMs: number;
   delayMs: number;
+  blocked?: { blockMs: number; leftMs: number; strike: number; started: boolean };
 }
 
 /** What a limiter hands a store about its rules (RuleSet in @floodgate/core). */

@@ -11,6 +11,10 @@
  *                  (allow, deny, insurance); ?policy=cached: timeoutMs 10 s and localDenyCache
  *   /object?name=  GET: what an object holds (entries, alarm); POST: the body as a call of the object
  *   /short         1 a second per x-user-id, in objects swept every 200 ms
+ *   /login?at=     5 tries a minute per x-user-id, then blocked for 15 min (escalating up to 1 h),
+ *                  on the test's clock (at: ms, clock: 'client'); a denial answers its decision's `blocked`
+ *   /login/reset?user=   lifts a user's block (limiter.reset)
+ *   /login/blocks  the 'blocked' events of /login, in order
  */
 import { createLimiter, FloodgateError, type LimiterOptions, RedisStore } from '@floodgate/core';
 import { keyBy as fetchKeys, withRateLimit } from '@floodgate/fetch';
@@ -58,6 +62,11 @@ const hourly = { algorithm: 'fixed-window', windowMs: 3_600_000 } as const;
 /** Handlers are built on the first request, when `env` is known, and kept: the limiters live as long as the isolate. */
 let handlers: ((request: Request) => Promise<Response>) | undefined;
 
+/** The test's clock for /login: each request says when it is made (?at=). */
+let loginNow = 0;
+/** The 'blocked' events of /login. */
+const loginBlocks: { key: unknown; rule: string; blockMs: number; until: number; strike: number }[] = [];
+
 function build(env: Env): (request: Request) => Promise<Response> {
   const store = new DurableObjectStore({ namespace: env.FLOODGATE });
   const everyone = withRateLimit(ok, { ...hourly, limit: 100, store, key: () => 'everyone' });
@@ -90,6 +99,23 @@ function build(env: Env): (request: Request) => Promise<Response> {
     store: new DurableObjectStore({ namespace: env.SHORT }),
     key: userKey,
   });
+  const logins = createLimiter({
+    algorithm: 'fixed-window',
+    limit: 5,
+    windowMs: 60_000,
+    blockMs: 15 * 60_000,
+    maxBlockMs: 60 * 60_000,
+    store: new DurableObjectStore({ namespace: env.FLOODGATE, clock: 'client' }),
+    now: () => loginNow,
+    prefix: 'login:',
+    onStoreError: 'deny',
+  });
+  logins.on('blocked', ({ key, rule, blockMs, until, strike }) => loginBlocks.push({ key, rule, blockMs, until, strike }));
+  const login = withRateLimit((_request: Request) => new Response('welcome'), {
+    limiter: logins,
+    key: (request) => request.headers.get('x-user-id') ?? 'anonymous',
+    handler: (_request, decision) => Response.json({ blocked: decision.blocked ?? null }, { status: 429 }),
+  });
   const slowStore = new DurableObjectStore({ namespace: env.SLOW });
   const slow = (policy: LimiterOptions['onStoreError'], localDenyCache: boolean) =>
     withRateLimit(ok, { ...hourly, limit: 1, store: slowStore, key: userKey, timeoutMs: localDenyCache ? 10_000 : 100, onStoreError: policy, localDenyCache });
@@ -112,6 +138,15 @@ function build(env: Env): (request: Request) => Promise<Response> {
     if (path === '/scoped') return scoped(request);
     if (path === '/redis') return overRedis(request);
     if (path === '/short') return short(request);
+    if (path === '/login') {
+      loginNow = Number(url.searchParams.get('at'));
+      return login(request);
+    }
+    if (path === '/login/reset') {
+      await logins.reset(url.searchParams.get('user') ?? '');
+      return ok();
+    }
+    if (path === '/login/blocks') return Response.json(loginBlocks);
     if (path === '/slow') return slowByPolicy[(url.searchParams.get('policy') ?? 'allow') as keyof typeof slowByPolicy](request);
     if (path === '/object') {
       // GET: what the object holds; POST: the body as a call of the object, as it is.

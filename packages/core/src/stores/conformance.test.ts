@@ -57,7 +57,7 @@ function blocking(algorithm: AlgorithmName, range: [number, number], always: boo
 }
 
 /** A rule of the algorithm, with windows of `range` ms (a bucket's refill time stretched into the range too). */
-function conformanceRule(algorithm: AlgorithmName, name: string, range: [number, number], blocks = false, withBlocks = true): fc.Arbitrary<RuleOptions> {
+function conformanceRule(algorithm: AlgorithmName, name: string, range: [number, number], blocks = false): fc.Arbitrary<RuleOptions> {
   return fc
     .record({
       limit: fc.integer({ min: 1, max: blocks ? 4 : 12 }),
@@ -66,7 +66,7 @@ function conformanceRule(algorithm: AlgorithmName, name: string, range: [number,
       segments: fc.integer({ min: 1, max: 6 }),
       shape: fc.boolean(),
       scope: fc.constantFrom(...scopes),
-      block: withBlocks ? blocking(algorithm, range, blocks) : fc.constant({}),
+      block: blocking(algorithm, range, blocks),
     })
     .map(({ limit, windowMs, burst, segments, shape, scope, block }): RuleOptions => {
       switch (algorithm) {
@@ -83,10 +83,10 @@ function conformanceRule(algorithm: AlgorithmName, name: string, range: [number,
     });
 }
 
-const ruleLists = (range: [number, number], blocks: boolean, withBlocks: boolean) =>
+const ruleLists = (range: [number, number], blocks: boolean) =>
   fc
     .array(fc.constantFrom(...(blocks ? blockingAlgorithms : algorithmNames)), { minLength: 1, maxLength: blocks ? 2 : 3 })
-    .chain((names) => fc.tuple(...names.map((algorithm, i) => conformanceRule(algorithm, `r${i}`, range, blocks, withBlocks))));
+    .chain((names) => fc.tuple(...names.map((algorithm, i) => conformanceRule(algorithm, `r${i}`, range, blocks))));
 
 /** The algorithms a rule with blockMs may use. */
 const blockingAlgorithms = algorithmNames.filter((algorithm) => algorithm !== 'concurrency');
@@ -97,14 +97,14 @@ const blockingAlgorithms = algorithmNames.filter((algorithm) => algorithm !== 'c
  * { rules })). State is kept per rule name and algorithm, so it carries from
  * plan to plan.
  */
-const rulesAndPlans = (range: [number, number], blocks = false, withBlocks = true): fc.Arbitrary<RuleOptions[][]> =>
-  ruleLists(range, blocks, withBlocks).chain((rules) =>
+const rulesAndPlans = (range: [number, number], blocks = false): fc.Arbitrary<RuleOptions[][]> =>
+  ruleLists(range, blocks).chain((rules) =>
     fc.tuple(
       fc.constant(rules),
       ...[0, 1].map(() =>
         fc.tuple(
           ...rules.map((rule) =>
-            conformanceRule(rule.algorithm as AlgorithmName, rule.name as string, range, false, withBlocks).map((plan): RuleOptions => {
+            conformanceRule(rule.algorithm as AlgorithmName, rule.name as string, range, false).map((plan): RuleOptions => {
               // A plan keeps what shapes a rule's state: its algorithm and scope, a sliding
               // window's segments, and a sliding log's window (the calls each store keeps).
               const kept = { scope: rule.scope, ...(rule.segments === undefined ? {} : { segments: rule.segments }) };
@@ -267,8 +267,7 @@ function manualClock(start: number) {
   };
 }
 
-/** A store, and whether it keeps blocks (blockMs): the Durable Objects store does not yet, and refuses such rules. */
-const stores: [string, () => Store, { blocks: boolean }?][] = [
+const stores: [string, () => Store][] = [
   ['MemoryStore', () => new MemoryStore()],
   ['RedisStore (functions, clock: client)', () => new RedisStore({ client: redisServer.client, clock: 'client' })],
   ['RedisStore (scripts, clock: client)', () => new RedisStore({ client: redisServer.client, clock: 'client', mode: 'scripts' })],
@@ -277,17 +276,17 @@ const stores: [string, () => Store, { blocks: boolean }?][] = [
     () => new RedisStore({ client: new Upstash({ url: restBridge.url, token: restBridge.token, enableTelemetry: false }), clock: 'client' }),
   ],
   // One object per key: the rules of a call under several scopes span several objects (the multi-object path).
-  ['DurableObjectStore (workerd, an object per key, clock: client)', () => durableObjects.store({ clock: 'client' }), { blocks: false }],
+  ['DurableObjectStore (workerd, an object per key, clock: client)', () => durableObjects.store({ clock: 'client' })],
   // Two shards: most calls in one object (one atomic call), some across both.
-  ['DurableObjectStore (workerd, 2 shards, clock: client)', () => durableObjects.store({ clock: 'client', shards: 2 }), { blocks: false }],
+  ['DurableObjectStore (workerd, 2 shards, clock: client)', () => durableObjects.store({ clock: 'client', shards: 2 })],
 ];
 
-describe.each(stores)('%s conformance', (_, makeStore, { blocks } = { blocks: true }) => {
+describe.each(stores)('%s conformance', (_, makeStore) => {
   it(
     'decides random multi-rule, multi-scope traces exactly like the reference, field by field',
     async () => {
       await fc.assert(
-        fc.asyncProperty(rulesAndPlans([30_000, 600_000], false, blocks), operations(gap), startHour, async (rules, steps, hour) => {
+        fc.asyncProperty(rulesAndPlans([30_000, 600_000]), operations(gap), startHour, async (rules, steps, hour) => {
           expect(await checkTrace(makeStore(), rules, steps, manualClock(FUTURE + hour * 3_600_000))).toBe(true);
         }),
         { numRuns: 1000 },
@@ -296,17 +295,7 @@ describe.each(stores)('%s conformance', (_, makeStore, { blocks } = { blocks: tr
     propertyTimeout,
   );
 
-  if (!blocks) {
-    it('refuses rules with blockMs instead of ignoring them (this store keeps no blocks yet)', async () => {
-      const limiter = createLimiter({ limit: 1, windowMs: 60_000, blockMs: 60_000, store: makeStore(), prefix: `nb${run++}:`, timeoutMs });
-      const errors: Error[] = [];
-      limiter.on('error', ({ error }) => errors.push(error));
-      await limiter.consume('k');
-      expect(errors.map((error) => (error as { code?: string }).code)).toEqual(['ERR_FG_OPTION']);
-    });
-  }
-
-  (blocks ? it : () => {})(
+  it(
     'blocks, escalates and forgets exactly like the reference on random traces of repeated breaches (blockMs, maxBlockMs)',
     async () => {
       await fc.assert(

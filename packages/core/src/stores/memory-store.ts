@@ -14,7 +14,8 @@ import {
 import { describe, ErrorCodes, FloodgateError } from '../errors.js';
 import { MAX_TIMER_MS } from '../options.js';
 import type { CompiledRule } from '../rules.js';
-import { blockedOf, keyOfRule, type RuleDecision, type RuleSet, type Store, type StoreKeys } from './types.js';
+import { admittedDecision, unchangedDecision } from './rule-decisions.js';
+import { keyOfRule, type RuleDecision, type RuleSet, type Store, type StoreKeys } from './types.js';
 
 export interface MemoryStoreOptions {
   /**
@@ -354,37 +355,6 @@ class LeaseTable extends Table {
   }
 }
 
-/** What a rule reports about a call it admitted, as part of an admitted call. */
-function admittedDecision(rule: CompiledRule, v: Verdict): RuleDecision {
-  return {
-    name: rule.name,
-    scope: rule.scope,
-    allowed: true,
-    limit: rule.limit,
-    remaining: v.remaining,
-    resetMs: v.resetMs,
-    retryAfterMs: 0,
-    delayMs: v.delayMs,
-  };
-}
-
-/** A rule's decision when nothing was recorded: a denied call, an admitted rule of a denied call, or a peek. */
-function unchanged(rule: CompiledRule, v: Verdict, peek: boolean): RuleDecision {
-  const decision: RuleDecision = {
-    name: rule.name,
-    scope: rule.scope,
-    allowed: v.allowed,
-    limit: rule.limit,
-    remaining: v.remainingNow,
-    resetMs: v.resetMsNow,
-    retryAfterMs: v.retryAfterMs,
-    delayMs: peek && v.allowed ? v.delayMs : 0,
-  };
-  const blocked = blockedOf(v);
-  if (blocked !== undefined) decision.blocked = blocked;
-  return decision;
-}
-
 /** Starts the block a denied call starts under `rule`, if it does (see algorithms/block.ts). */
 function blockIfBreached(table: Table, key: string, slot: number, rule: CompiledRule, v: Verdict, now: number): void {
   if (rule.blockMs > 0 && startBlock(rule, v)) table.block(key, slot, blockStartedAt(rule, v, now));
@@ -486,7 +456,7 @@ export class MemoryStore implements Store {
       const slot = table.decide(key, rule, now, cost, v, next);
       if (!v.allowed) {
         blockIfBreached(table, key, slot, rule, v, now);
-        return [unchanged(rule, v, false)];
+        return [unchangedDecision(rule, v, false)];
       }
       table.commit(key, slot, rule, now, cost, leaseId, v, next);
       return [admittedDecision(rule, v)];
@@ -514,7 +484,7 @@ export class MemoryStore implements Store {
       } else {
         // Each rule whose own numbers deny starts its block, whichever rule binds the denial.
         blockIfBreached(tables[i] as Table, keyOfRule(keys, i), slots[i] as number, rule, v, now);
-        decisions[i] = unchanged(rule, v, false);
+        decisions[i] = unchangedDecision(rule, v, false);
       }
     }
     return decisions;
@@ -526,7 +496,7 @@ export class MemoryStore implements Store {
       const table = tables[i] as Table;
       const v = createVerdict();
       table.decide(keyOfRule(keys, i), rule, now, 1, v, table.stateBuffer());
-      return unchanged(rule, v, true);
+      return unchangedDecision(rule, v, true);
     });
   }
 

@@ -6,7 +6,8 @@ import type { CompiledRule } from '../rules.js';
 import { type Connection, connect, type RedisClient } from './redis/connection.js';
 import { LIBRARY } from './redis/library.generated.js';
 import { type RuleView, viewOf } from './redis/views.js';
-import { blockedOf, keyOfRule, type RuleDecision, type RuleSet, type Store, type StoreKeys } from './types.js';
+import { admittedDecision, unchangedDecision } from './rule-decisions.js';
+import { keyOfRule, type RuleDecision, type RuleSet, type Store, type StoreKeys } from './types.js';
 
 export type { IoRedisLike, NodeRedisLike, RedisClient, UpstashLike } from './redis/connection.js';
 
@@ -311,19 +312,7 @@ export class RedisStore implements Store {
         if (v.blockLeftMs > v.blockMs || v.blockMs > 0 !== v.strike > 0) throw badReply(reply, 'a block that cannot be');
         if (!v.allowed) admits = false;
         if (denied && rule.blockMs > 0) startBlock(rule, v);
-        const decision: RuleDecision = {
-          name: rule.name,
-          scope: rule.scope,
-          allowed: v.allowed,
-          limit: rule.limit,
-          remaining: recorded ? v.remaining : v.remainingNow,
-          resetMs: recorded ? v.resetMs : v.resetMsNow,
-          retryAfterMs: v.retryAfterMs,
-          delayMs: v.allowed && (recorded || how === 'peek') ? v.delayMs : 0,
-        };
-        const blocked = blockedOf(v);
-        if (blocked !== undefined) decision.blocked = blocked;
-        decisions[i] = decision;
+        decisions[i] = recorded ? admittedDecision(rule, v) : unchangedDecision(rule, v, how === 'peek');
       }
       if (admits !== (reply[0] === 1))
         throw badReply(reply, `the library ${reply[0] === 1 ? 'admitted' : 'denied'} what its numbers ${admits ? 'admit' : 'deny'}`);

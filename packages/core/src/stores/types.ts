@@ -64,7 +64,7 @@ export type Awaitable<T> = T | Promise<T>;
 export type StoreKeys = string | readonly string[];
 
 /** What a rule's decision says about the block of a verdict; undefined when no block holds. */
-export function blockedOf(v: Verdict): BlockedInfo | undefined {
+export function blockedOf(v: Pick<Verdict, 'blockLeftMs' | 'blockMs' | 'strike' | 'blockStarted'>): BlockedInfo | undefined {
   return v.blockLeftMs > 0 ? { blockMs: v.blockMs, leftMs: v.blockLeftMs, strike: v.strike, started: v.blockStarted } : undefined;
 }
 
