@@ -472,6 +472,20 @@ describe('limiters sharing a store', () => {
     store.close();
   });
 
+  it('reads an option set to undefined as not given when laying a level over the one above, as createLimiter() does', () => {
+    // A route's `{ limit: tier.limit, rules: tier.rules }` with no rules in the tier: the windowMs above still applies
+    // (the Fastify plugin merged it so before overlayLimiterOptions; dropping it made the route ERR_FG_WINDOW).
+    const above = { limit: 100, windowMs: 60_000 };
+    expect(overlayLimiterOptions(above, { limit: 5, rules: undefined }, 'r')).toEqual({ limit: 5, windowMs: 60_000, prefix: 'fg:r:' });
+    expect(overlayLimiterOptions(above, { rules: undefined }, 'r')).toEqual({ limit: 100, windowMs: 60_000, prefix: 'fg:r:' });
+    const rules = [{ name: 'a', limit: 1, windowMs: 1000 }];
+    expect(overlayLimiterOptions({ rules }, { rules, limit: undefined }, 'r')).toEqual({ rules, prefix: 'fg:r:' });
+    expect(overlayLimiterOptions({ ...above, prefix: 'api:' }, { limit: 5, prefix: undefined }, 'r').prefix).toBe('api:r:');
+    for (const own of [{ limit: 5, rules: undefined }, { rules: undefined }]) {
+      expect(() => createLimiter(overlayLimiterOptions(above, own, 'r'))).not.toThrow();
+    }
+  });
+
   it('derives namespaces that fit a prefix for adapters that build limiters from others (routes, handlers)', () => {
     expect(derivedPrefix(undefined, 'POST /login')).toBe('fg:POST /login:');
     expect(derivedPrefix('api:', 'CatsController')).toBe('api:CatsController:');

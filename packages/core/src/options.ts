@@ -126,7 +126,7 @@ export function derivedPrefix(base: string | undefined, name: string): string {
  * own it counts under `derivedPrefix(above.prefix, namespace)`, so that on a
  * shared store its counters are not the level above's (no namespace: the
  * prefix above stays). Only limiter options (`limiterOptionNames`) are read
- * from either side.
+ * from either side, and an option set to `undefined` counts as not given.
  *
  * @example
  * ```ts
@@ -141,7 +141,8 @@ export function overlayLimiterOptions(
 ): Record<string, unknown> {
   const merged: Record<string, unknown> = {};
   const ownOptions: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(own)) if (limiterOptionNames.has(name)) ownOptions[name] = value;
+  // An option set to undefined is not given, as createLimiter() reads it: it neither replaces nor overrides what is above.
+  for (const [name, value] of Object.entries(own)) if (limiterOptionNames.has(name) && value !== undefined) ownOptions[name] = value;
   const ownShorthand = Object.keys(ownOptions).some((name) => ruleShorthandNames.has(name));
   for (const [name, value] of Object.entries(above ?? {})) {
     if (!limiterOptionNames.has(name)) continue;

@@ -380,6 +380,19 @@ describe.each(frameworks)('%s specifics', (_, Fastify) => {
     });
   });
 
+  it("reads a route option set to undefined as not given: the plugin's windowMs and limit still apply", async () => {
+    // Route options built from optional fields, as in { limit: tier.limit, rules: tier.rules } for a tier without rules.
+    const tier: { limit?: number; rules?: FastifyRouteRateLimitOptions['rules'] } = { limit: 1 };
+    const app = newApp(Fastify);
+    await app.register(rateLimit, { ...minute, limit: 3 });
+    app.get('/tier', { config: { rateLimit: { limit: tier.limit, rules: tier.rules } } }, ok);
+    app.get('/none', { config: { rateLimit: { rules: tier.rules } } }, ok);
+    await serve(app, async (get) => {
+      expect(await statuses(get, '/tier', 2)).toEqual([200, 429]);
+      expect(await statuses(get, '/none', 4)).toEqual([200, 200, 200, 429]);
+    });
+  });
+
   it('stacks registrations: per client IP and per user on the same routes, each limit applies', async () => {
     const app = newApp(Fastify);
     await app.register(rateLimit, { ...minute, limit: 3 });
