@@ -343,6 +343,12 @@ describe('when the store fails', () => {
     }
     expect(allowed).toEqual([true, true, true, true, true]);
     expect((await insurance.peek('k')).remaining).toBe(2);
+    // And the insurance still limits: 2 in flight, the third denied until one is released.
+    const held = [await limiter.consume('k'), await limiter.consume('k')];
+    expect(held.map((decision) => decision.allowed)).toEqual([true, true]);
+    expect((await limiter.consume('k')).allowed).toBe(false);
+    await limiter.release('k', held[0]?.leaseId as string);
+    expect((await limiter.consume('k')).allowed).toBe(true);
   });
 
   it('answers within timeoutMs when the store never answers', async () => {
