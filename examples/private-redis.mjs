@@ -41,11 +41,21 @@ export async function startRedis() {
       ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--protected-mode', 'no'],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
-    // Whatever happens to the example, leave no redis-server behind.
+    // Whatever happens to the example (an error, Ctrl-C, a test's timeout), leave no redis-server behind.
     const orphan = () => child.kill('SIGKILL');
+    /** @param {NodeJS.Signals} signal */
+    const killed = (signal) => {
+      orphan();
+      rmSync(dir, { recursive: true, force: true });
+      process.kill(process.pid, signal); // once more, now that this listener is gone: the default action ends the process
+    };
     process.once('exit', orphan);
+    process.once('SIGINT', killed);
+    process.once('SIGTERM', killed);
     const stop = async () => {
       process.off('exit', orphan);
+      process.off('SIGINT', killed);
+      process.off('SIGTERM', killed);
       child.kill('SIGTERM');
       await exited(child);
       rmSync(dir, { recursive: true, force: true });

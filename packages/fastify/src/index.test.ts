@@ -393,6 +393,17 @@ describe.each(frameworks)('%s specifics', (_, Fastify) => {
     });
   });
 
+  it("keeps the plugin's values for route options set to undefined: a route's prefix: undefined still counts in the route's own namespace", async () => {
+    const own: { prefix?: string; message?: string } = {};
+    const app = newApp(Fastify);
+    await app.register(rateLimit, { ...minute, limit: 3, message: 'plugin says slow down' });
+    app.get('/own', { config: { rateLimit: { limit: 1, prefix: own.prefix, message: own.message } } }, ok);
+    await serve(app, async (get) => {
+      expect(await statuses(get, '/own', 2)).toEqual([200, 429]);
+      expect(await (await get('/own')).text()).toContain('plugin says slow down');
+    });
+  });
+
   it('stacks registrations: per client IP and per user on the same routes, each limit applies', async () => {
     const app = newApp(Fastify);
     await app.register(rateLimit, { ...minute, limit: 3 });

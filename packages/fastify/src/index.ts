@@ -136,7 +136,9 @@ const hasLimits = (options: Options) => options.limiter !== undefined || Object.
  * plugin's limiter (one budget); with them it gets a limiter of its own, in its own key
  * namespace so that it never shares counts with another route on a shared store.
  */
-function mergeOptions(plugin: Options, own: Options, shared: Limiter | undefined, route: string): Options {
+function mergeOptions(plugin: Options, given: Options, shared: Limiter | undefined, route: string): Options {
+  // An option set to undefined is not given (as createLimiter reads it): the plugin's value stays.
+  const own = Object.fromEntries(Object.entries(given).filter(([, value]) => value !== undefined));
   const merged: Options = {};
   for (const [name, value] of Object.entries(plugin)) if (name !== 'limiter' && !limiterOptionNames.has(name)) merged[name] = value;
   if (!hasLimits(own)) {
