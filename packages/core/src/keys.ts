@@ -31,6 +31,11 @@ export interface Keying {
   readonly scopes: readonly string[];
   /** Per rule: the index of its scope in `scopes`. */
   readonly ruleScopes: readonly number[];
+  /**
+   * Rules of the one scope `key`: the last key found to be its own store key.
+   * A client calling again (the hot path) is not checked again.
+   */
+  lastPlainKey?: string;
 }
 
 export function keyingOf(rules: readonly CompiledRule[]): Keying {
@@ -41,7 +46,7 @@ export function keyingOf(rules: readonly CompiledRule[]): Keying {
     scopes.push(rule.scope);
     return scopes.length - 1;
   });
-  return { scopes, ruleScopes };
+  return { scopes, ruleScopes, lastPlainKey: undefined };
 }
 
 async function sha256Hex(text: string): Promise<string> {
@@ -83,6 +88,13 @@ function missing(scope: string, keys: unknown): FloodgateError {
   );
 }
 
+/**
+ * A key that is its own store key: short enough never to need hashing, with
+ * no character to encode and no surrogate (so no lone one). One scan decides
+ * for the usual key (an address, an id); any other goes the long way.
+ */
+const plainKey = /^[^{}%\uD800-\uDFFF]{1,85}$/;
+
 /** The store key of one scope of a call. */
 function storeKey(scope: string, keys: Keys): string | Promise<string> {
   if (scope === 'global') return GLOBAL;
@@ -102,7 +114,16 @@ function storeKey(scope: string, keys: Keys): string | Promise<string> {
  */
 export function storeKeys(keying: Keying, keys: Keys): StoreKeys | Promise<StoreKeys> {
   const { scopes, ruleScopes } = keying;
-  if (scopes.length === 1) return storeKey(scopes[0] as string, keys);
+  if (scopes.length === 1) {
+    if (typeof keys === 'string' && scopes[0] === 'key') {
+      if (keys === keying.lastPlainKey) return keys;
+      if (plainKey.test(keys)) {
+        keying.lastPlainKey = keys;
+        return keys;
+      }
+    }
+    return storeKey(scopes[0] as string, keys);
+  }
   const byScope = scopes.map((scope) => storeKey(scope, keys));
   const perRule = (resolved: readonly string[]) => ruleScopes.map((i) => resolved[i] as string);
   if (byScope.every((key) => typeof key === 'string')) return perRule(byScope as string[]);

@@ -137,9 +137,17 @@ const callOptionNames: Record<string, ReadonlySet<string>> = {
   'wait()': new Set(['cost', 'maxWaitMs', 'signal', 'rules']),
 };
 
+interface CallOptions {
+  readonly cost: number;
+  readonly rules: readonly RuleOptions[] | undefined;
+}
+
+/** What a call without options means: shared, so that the usual call allocates nothing for it. */
+const NO_OPTIONS: CallOptions = Object.freeze({ cost: 1, rules: undefined });
+
 /** A call's options, checked: unknown names are errors (a typo must not pass silently). */
-function checkCall(options: ConsumeOptions | undefined, where: string): { cost: number; rules: readonly RuleOptions[] | undefined } {
-  if (options === undefined) return { cost: 1, rules: undefined };
+function checkCall(options: ConsumeOptions | undefined, where: string): CallOptions {
+  if (options === undefined) return NO_OPTIONS;
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new FloodgateError(ErrorCodes.OPTION, `${where} options must be an object like { cost: 2 }, got ${describe(options)}.`);
   }
@@ -247,6 +255,8 @@ class RateLimiter implements Limiter {
   private active: Active;
   readonly store: Store;
   private readonly config: LimiterConfiguration;
+  /** The clock (config.now), read on every call. */
+  private readonly clock: () => number;
   private readonly events = new Emitter<LimiterEvents>();
   private readonly breaker = new Breaker();
   private readonly denials: DenyCache | undefined;
@@ -267,6 +277,7 @@ class RateLimiter implements Limiter {
 
   constructor(config: LimiterConfiguration) {
     this.config = config;
+    this.clock = config.now;
     this.store = config.store;
     this.active = this.activate(config.rules);
     this.tenancy = this.occupy();
@@ -315,8 +326,9 @@ class RateLimiter implements Limiter {
   }
 
   now(): number {
-    const now = this.config.now();
-    if (Number.isSafeInteger(now) && now >= 0 && now <= MAX_NOW) return now; // Date.now() and any sane clock
+    const now = this.clock();
+    // One range check for Date.now() and any sane clock (NaN and non-numbers fail it); the rest only on a miss.
+    if (now >= 0 && now <= MAX_NOW && Math.floor(now) === now) return now;
     if (typeof now !== 'number' || !Number.isFinite(now) || now < 0 || now > MAX_NOW) {
       throw new FloodgateError(
         ErrorCodes.OPTION,

@@ -268,8 +268,18 @@ class VectorTable extends Table {
     super(maxKeys, size);
   }
 
+  /** A plain array: a small typed array costs several times more to allocate than the 2 to 4 numbers it holds. */
   stateBuffer(): StateVector {
-    return new Float64Array(this.size);
+    switch (this.size) {
+      case 2:
+        return [0, 0];
+      case 3:
+        return [0, 0, 0];
+      case 4:
+        return [0, 0, 0, 0];
+      default:
+        return new Array<number>(this.size).fill(0);
+    }
   }
 
   protected decideState(slot: number, rule: CompiledRule, now: number, cost: number, out: Verdict, next: StateVector | null): void {
@@ -579,21 +589,25 @@ export class MemoryStore implements Store {
       if (table.index.size === 0 && !table.touched) {
         table.dropped = true;
         this.tables.delete(id);
+        this.lastRuleSet = undefined;
       }
       table.touched = false;
     }
   }
 
   private tablesOf(ruleSet: RuleSet): Table[] {
-    let tables = ruleSet === this.lastRuleSet ? this.lastTables : this.bound.get(ruleSet);
+    // The rule set of the last call: its tables, marked used then (the sweeper, which drops tables, forgets it).
+    if (ruleSet === this.lastRuleSet) {
+      for (const table of this.lastTables) table.touched = true;
+      return this.lastTables;
+    }
+    let tables = this.bound.get(ruleSet);
     if (tables === undefined || tables.some((table) => table.dropped)) {
       tables = ruleSet.rules.map((rule) => this.tableFor(ruleSet.prefix, rule));
       this.bound.set(ruleSet, tables);
     }
-    if (ruleSet !== this.lastRuleSet) {
-      this.lastRuleSet = ruleSet;
-      this.lastTables = tables;
-    }
+    this.lastRuleSet = ruleSet;
+    this.lastTables = tables;
     for (const table of tables) {
       table.touched = true;
       table.now = ruleSet.now;
