@@ -36,6 +36,13 @@ export interface Keying {
    * A client calling again (the hot path) is not checked again.
    */
   lastPlainKey?: string;
+  /**
+   * Rules of several scopes: the keys the last call gave, per scope (none for
+   * `global`), and the store keys they made; the same client again gets them
+   * as they are.
+   */
+  lastKeys?: readonly (string | undefined)[];
+  lastStoreKeys?: StoreKeys;
 }
 
 export function keyingOf(rules: readonly CompiledRule[]): Keying {
@@ -46,7 +53,7 @@ export function keyingOf(rules: readonly CompiledRule[]): Keying {
     scopes.push(rule.scope);
     return scopes.length - 1;
   });
-  return { scopes, ruleScopes, lastPlainKey: undefined };
+  return { scopes, ruleScopes, lastPlainKey: undefined, lastKeys: undefined, lastStoreKeys: undefined };
 }
 
 async function sha256Hex(text: string): Promise<string> {
@@ -95,10 +102,14 @@ function missing(scope: string, keys: unknown): FloodgateError {
  */
 const plainKey = /^[^{}%\uD800-\uDFFF]{1,85}$/;
 
+/** The key a call gives for a scope (not checked yet). */
+const givenKey = (scope: string, keys: Keys): unknown =>
+  typeof keys === 'string' ? (scope === 'key' ? keys : undefined) : typeof keys === 'object' && keys !== null ? keys[scope] : undefined;
+
 /** The store key of one scope of a call. */
 function storeKey(scope: string, keys: Keys): string | Promise<string> {
   if (scope === 'global') return GLOBAL;
-  const given: unknown = typeof keys === 'string' ? (scope === 'key' ? keys : undefined) : typeof keys === 'object' && keys !== null ? keys[scope] : undefined;
+  const given = givenKey(scope, keys);
   if (typeof given !== 'string' || given.length === 0) throw missing(scope, keys);
   const key = wellFormed(given);
   const head = scope === 'key' ? '' : `%${scope}:`;
@@ -124,10 +135,15 @@ export function storeKeys(keying: Keying, keys: Keys): StoreKeys | Promise<Store
     }
     return storeKey(scopes[0] as string, keys);
   }
+  const last = keying.lastKeys;
+  if (last !== undefined && scopes.every((scope, i) => scope === 'global' || givenKey(scope, keys) === last[i])) return keying.lastStoreKeys as StoreKeys;
   const byScope = scopes.map((scope) => storeKey(scope, keys));
   const perRule = (resolved: readonly string[]) => ruleScopes.map((i) => resolved[i] as string);
-  if (byScope.every((key) => typeof key === 'string')) return perRule(byScope as string[]);
-  return Promise.all(byScope).then(perRule);
+  if (!byScope.every((key) => typeof key === 'string')) return Promise.all(byScope).then(perRule);
+  const ids = perRule(byScope as string[]);
+  keying.lastKeys = scopes.map((scope) => (scope === 'global' ? undefined : (givenKey(scope, keys) as string)));
+  keying.lastStoreKeys = ids;
+  return ids;
 }
 
 /** One string for all the store keys of a call (the local deny cache's key): `}` cannot occur in a store key. */

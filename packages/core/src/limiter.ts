@@ -137,17 +137,13 @@ const callOptionNames: Record<string, ReadonlySet<string>> = {
   'wait()': new Set(['cost', 'maxWaitMs', 'signal', 'rules']),
 };
 
-interface CallOptions {
-  readonly cost: number;
-  readonly rules: readonly RuleOptions[] | undefined;
-}
-
-/** What a call without options means: shared, so that the usual call allocates nothing for it. */
-const NO_OPTIONS: CallOptions = Object.freeze({ cost: 1, rules: undefined });
-
-/** A call's options, checked: unknown names are errors (a typo must not pass silently). */
-function checkCall(options: ConsumeOptions | undefined, where: string): CallOptions {
-  if (options === undefined) return NO_OPTIONS;
+/**
+ * Checks a call's options (unknown names are errors: a typo must not pass
+ * silently) and returns its cost. A number, not an object: the usual call
+ * allocates nothing for its options. The rules are `options?.rules`.
+ */
+function checkCall(options: ConsumeOptions | undefined, where: string): number {
+  if (options === undefined) return 1;
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new FloodgateError(ErrorCodes.OPTION, `${where} options must be an object like { cost: 2 }, got ${describe(options)}.`);
   }
@@ -159,7 +155,7 @@ function checkCall(options: ConsumeOptions | undefined, where: string): CallOpti
   if (!Number.isSafeInteger(cost) || cost < 1) {
     throw new FloodgateError(ErrorCodes.COST, `cost must be a positive integer, got ${describe(cost)}.`);
   }
-  return { cost, rules: options.rules };
+  return cost;
 }
 
 /** Rule sets given per call and compiled, remembered by content: at most this many. */
@@ -394,7 +390,8 @@ class RateLimiter implements Limiter {
 
   wait(keys: Keys, options?: WaitOptions): Promise<Decision> {
     try {
-      const { cost, rules } = checkCall(options, 'wait()');
+      const cost = checkCall(options, 'wait()');
+      const rules = options?.rules;
       return this.waitingRoom().wait(keys, cost, rules, options?.maxWaitMs, options?.signal);
     } catch (error) {
       return Promise.reject(error);
@@ -441,8 +438,8 @@ class RateLimiter implements Limiter {
     // Not an async function: with a store that answers synchronously (MemoryStore) the
     // decision is made here and now, without the frame and promises an async function allocates.
     try {
-      const { cost, rules } = checkCall(options, 'consume()');
-      const active = this.activeFor(rules);
+      const cost = checkCall(options, 'consume()');
+      const active = options === undefined ? this.active : this.activeFor(options.rules);
       const ids = storeKeys(active.keying, keys);
       const decision = isPromise(ids) ? ids.then((resolved) => this.decide(keys, resolved, cost, active)) : this.decide(keys, ids, cost, active);
       return isPromise(decision) ? decision : Promise.resolve(decision);
@@ -549,7 +546,8 @@ class RateLimiter implements Limiter {
   }
 
   async peek(keys: Keys, options?: PeekOptions): Promise<Decision> {
-    const active = this.activeFor(checkCall(options, 'peek()').rules);
+    checkCall(options, 'peek()');
+    const active = this.activeFor(options?.rules);
     const ids = await storeKeys(active.keying, keys);
     const ruleSet = active.ruleSet;
     const started = this.timed ? performance.now() : -1;
@@ -567,8 +565,8 @@ class RateLimiter implements Limiter {
   }
 
   async refund(keys: Keys, options?: ConsumeOptions): Promise<void> {
-    const { cost, rules } = checkCall(options, 'refund()');
-    const active = this.activeFor(rules);
+    const cost = checkCall(options, 'refund()');
+    const active = this.activeFor(options?.rules);
     const ids = await storeKeys(active.keying, keys);
     this.denials?.forget(denialKey(active, ids));
     const started = this.timed ? performance.now() : -1;
@@ -583,7 +581,8 @@ class RateLimiter implements Limiter {
   }
 
   async release(keys: Keys, leaseId: string, options?: PeekOptions): Promise<void> {
-    const { rules } = checkCall(options, 'release()');
+    checkCall(options, 'release()');
+    const rules = options?.rules;
     if (typeof leaseId !== 'string' || leaseId === '') return;
     const policy = this.config.onStoreError;
     if (leaseId.startsWith(INSURED)) {
@@ -606,7 +605,8 @@ class RateLimiter implements Limiter {
   }
 
   async reset(keys: Keys, options?: PeekOptions): Promise<void> {
-    const active = this.activeFor(checkCall(options, 'reset()').rules);
+    checkCall(options, 'reset()');
+    const active = this.activeFor(options?.rules);
     const ids = await storeKeys(active.keying, keys);
     this.denials?.forget(denialKey(active, ids));
     const result = this.store.reset(ids, active.ruleSet);

@@ -27,6 +27,9 @@ export interface MemoryStoreOptions {
   sweepIntervalMs?: number;
 }
 
+/** Rule sets whose tables a store finds without a lookup: a limiter's own, and a few plans. */
+const RECENT_RULE_SETS = 4;
+
 /** Entries the sweeper looks at per table per tick: bounds the pause on a large store. */
 const SWEEP_BUDGET = 20_000;
 
@@ -443,9 +446,11 @@ export class MemoryStore implements Store {
   private readonly sweepIntervalMs: number;
   private readonly tables = new Map<string, Table>();
   private bound = new WeakMap<RuleSet, Table[]>();
-  /** The rule set seen last and its tables: a limiter calls with the same one until its rules change. */
-  private lastRuleSet: RuleSet | undefined;
-  private lastTables: Table[] = [];
+  /**
+   * The rule sets of the last calls and their tables, newest first: a limiter
+   * calls with one until its rules change, or alternates between a few plans.
+   */
+  private recent: { readonly ruleSet: RuleSet; readonly tables: Table[] }[] = [];
   private timer: ReturnType<typeof setInterval> | undefined;
 
   constructor(options: MemoryStoreOptions = {}) {
@@ -569,7 +574,7 @@ export class MemoryStore implements Store {
     for (const table of this.tables.values()) table.dropped = true;
     this.tables.clear();
     this.bound = new WeakMap();
-    this.lastRuleSet = undefined;
+    this.recent = [];
   }
 
   /**
@@ -589,25 +594,29 @@ export class MemoryStore implements Store {
       if (table.index.size === 0 && !table.touched) {
         table.dropped = true;
         this.tables.delete(id);
-        this.lastRuleSet = undefined;
+        this.recent = [];
       }
       table.touched = false;
     }
   }
 
   private tablesOf(ruleSet: RuleSet): Table[] {
-    // The rule set of the last call: its tables, marked used then (the sweeper, which drops tables, forgets it).
-    if (ruleSet === this.lastRuleSet) {
-      for (const table of this.lastTables) table.touched = true;
-      return this.lastTables;
+    // A rule set of the last calls: its tables, marked used (the sweeper, which drops tables, forgets these).
+    for (const entry of this.recent) {
+      if (entry.ruleSet !== ruleSet) continue;
+      for (const table of entry.tables) {
+        table.touched = true;
+        table.now = ruleSet.now;
+      }
+      return entry.tables;
     }
     let tables = this.bound.get(ruleSet);
     if (tables === undefined || tables.some((table) => table.dropped)) {
       tables = ruleSet.rules.map((rule) => this.tableFor(ruleSet.prefix, rule));
       this.bound.set(ruleSet, tables);
     }
-    this.lastRuleSet = ruleSet;
-    this.lastTables = tables;
+    this.recent.unshift({ ruleSet, tables });
+    if (this.recent.length > RECENT_RULE_SETS) this.recent.pop();
     for (const table of tables) {
       table.touched = true;
       table.now = ruleSet.now;
