@@ -9,7 +9,7 @@
 import autocannon from 'autocannon';
 import { startWorker } from './child.js';
 import type { BenchConfig } from './config.js';
-import { type Framework, frameworks, type Variant, variantLabels, variants } from './http-apps.js';
+import { type Framework, frameworks, type Variant, variantLabels, variantsOf } from './http-apps.js';
 import type { CpuMessage, ServerInput } from './http-server.js';
 import { log } from './log.js';
 import { startBenchRedis } from './redis-server.js';
@@ -51,7 +51,7 @@ export async function benchHttp(config: BenchConfig): Promise<HttpResults> {
   const redis = redisServer.client();
   const rows = new Map<string, HttpRow>();
   for (const framework of frameworks) {
-    for (const variant of variants) {
+    for (const variant of variantsOf[framework]) {
       rows.set(`${framework}/${variant}`, {
         framework,
         variant,
@@ -70,7 +70,7 @@ export async function benchHttp(config: BenchConfig): Promise<HttpResults> {
   try {
     for (let round = 0; round < rounds; round++) {
       for (const framework of rotate(frameworks, round)) {
-        for (const variant of rotate(variants, round)) {
+        for (const variant of rotate(variantsOf[framework], round)) {
           const row = rows.get(`${framework}/${variant}`) as HttpRow;
           await redis.flushall();
           const server = startWorker('./http-server.ts', { input: { framework, variant, redisPort: redisServer.port } satisfies ServerInput });
