@@ -13,7 +13,7 @@ import { type Framework, frameworks, type Variant, variantLabels, variantsOf } f
 import type { CpuMessage, ServerInput } from './http-server.js';
 import { log } from './log.js';
 import { startBenchRedis } from './redis-server.js';
-import { rotate } from './stats.js';
+import { median, rotate } from './stats.js';
 
 export interface HttpRow {
   framework: Framework;
@@ -37,6 +37,11 @@ export interface HttpResults {
   connections: number;
   durationSeconds: number;
   rounds: number;
+}
+
+/** CPU µs the server used per request it answered, median over rounds. */
+export function serverMicrosPerRequest(row: HttpRow): number {
+  return median(row.serverCpu.map((percent, i) => (percent * 1e4) / (row.requestsPerSecond[i] as number)));
 }
 
 async function redisCpuSeconds(redis: { info(section: string): Promise<string> }): Promise<number> {

@@ -7,7 +7,7 @@
  */
 
 import type { EdgeContenderId } from './edge.js';
-import type { HttpRow } from './http.js';
+import { type HttpRow, serverMicrosPerRequest } from './http.js';
 import { frameworks } from './http-apps.js';
 import type { MemoryScenario } from './memory.js';
 import type { MemoryContenderId } from './memory-contenders.js';
@@ -277,6 +277,7 @@ function httpSection(results: BenchResults): string {
         formatNumber(median(row.requestsPerSecond)),
         row === bare ? '1.00×' : formatRatio(pairedRatio(row.requestsPerSecond, bare.requestsPerSecond)),
         row === bare ? '–' : formatNumber(median(added), 1),
+        formatNumber(serverMicrosPerRequest(row), 1),
         formatNumber(median(row.latencyMs), 2),
         row.errors + row.timeouts,
         row.non2xx,
@@ -292,10 +293,14 @@ function httpSection(results: BenchResults): string {
       'Every limiter keys by client IP (all requests come from 127.0.0.1: one hot key), keeps its default headers, and has a limit no run reaches. ' +
       "Floodgate runs its default algorithm (sliding-window) through each framework's adapter; its Redis rows use `new RedisStore({ client })` on an ioredis client. " +
       '"Added µs/request" is 1/req·s⁻¹ of the row minus that of the bare framework, per round: the server time the limiter adds per request at saturation. ' +
+      '"server CPU µs/request": the CPU time the server process used per request it answered (its CPU over the measurement ÷ its requests, median over rounds): what the load generator\'s share of the cores does not move. ' +
       'CPU columns: % of one core used during the measurement by the load generator (autocannon), the server, and redis-server; this machine has ' +
       `${results.machine.cores} cores, so when they add up to ~${results.machine.cores * 100}% the machine, not the server, sets the rate.`,
     '',
-    table(['server', 'req/s', '× bare', 'added µs/request', 'mean latency ms', 'errors', 'non-2xx', 'CPU % autocannon / server / redis'], rows),
+    table(
+      ['server', 'req/s', '× bare', 'added µs/request', 'server CPU µs/request', 'mean latency ms', 'errors', 'non-2xx', 'CPU % autocannon / server / redis'],
+      rows,
+    ),
   ].join('\n');
 }
 

@@ -10,7 +10,7 @@
  */
 import { exactContenders } from './accuracy.js';
 import type { EdgeContenderId } from './edge.js';
-import type { HttpRow } from './http.js';
+import { type HttpRow, serverMicrosPerRequest } from './http.js';
 import type { Framework, Variant } from './http-apps.js';
 import type { MemoryContenderId } from './memory-contenders.js';
 import type { Profile } from './profile.js';
@@ -37,7 +37,10 @@ function topFrames(profiles: readonly Profile[] | undefined, scenarioStart: stri
 }
 
 function cpu(row: HttpRow): string {
-  return `autocannon ${formatNumber(median(row.loadGeneratorCpu))}%, server ${formatNumber(median(row.serverCpu))}%, redis-server ${formatNumber(median(row.redisCpu))}% of one core`;
+  return (
+    `autocannon ${formatNumber(median(row.loadGeneratorCpu))}%, server ${formatNumber(median(row.serverCpu))}%, redis-server ${formatNumber(median(row.redisCpu))}% of one core` +
+    ` (server ${formatNumber(serverMicrosPerRequest(row), 1)} µs of CPU per request)`
+  );
 }
 
 /** What adds up to one awaited call of an in-process limiter, from the run's own rows (main-thread CPU ns per call). */

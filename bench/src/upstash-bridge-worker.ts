@@ -36,7 +36,7 @@ const call = bridge.redis.callBuffer.bind(bridge.redis) as (name: string, ...arg
     ran.set(sha1(script), sha1(runnable));
     args[0] = runnable;
   } else if (command === 'EVALSHA' || command === 'EVALSHA_RO') {
-    args[0] = ran.get(String(args[0])) ?? args[0];
+    args[0] = ran.get(String(args[0])) ?? (args[0] as string);
   }
   return call(name, ...args);
 };
