@@ -1,6 +1,6 @@
 /*
  * How much work each benchmark does. `pnpm bench` runs the full profile (the
- * one BENCHMARKS.md is written from, ~10 minutes); `pnpm bench --quick` is a
+ * one BENCHMARKS.md is written from, ~20 minutes); `pnpm bench --quick` is a
  * smoke run for CI (under 2 minutes) whose numbers are too short to quote.
  */
 
@@ -78,15 +78,15 @@ const full: Omit<BenchConfig, 'quick' | 'only' | 'write'> = {
   },
   redis: { rounds: 5, sequentialOps: 10_000, concurrentOps: 40_000, inFlight: 64, memoryKeys: [16_384, 10_000] },
   edge: { rounds: 3, sequentialOps: 1_000, concurrentOps: 4_000, inFlight: 32 },
-  http: { rounds: 4, connections: 50, warmupSeconds: 2, durationSeconds: 4 },
+  http: { rounds: 4, connections: 50, warmupSeconds: 1.5, durationSeconds: 3 },
   accuracy: { processes: 4, callsPerProcess: 3_000, limit: 1_000, inFlight: 32 },
-  deadlineMs: 30 * 60_000,
+  deadlineMs: 40 * 60_000,
 };
 
 const quick: Omit<BenchConfig, 'quick' | 'only' | 'write'> = {
   memory: {
-    rounds: 2,
-    hotOps: 500_000,
+    rounds: 1,
+    hotOps: 300_000,
     randomOps: 200_000,
     randomKeys: 100_000,
     heapKeys: 100_000,
@@ -95,9 +95,9 @@ const quick: Omit<BenchConfig, 'quick' | 'only' | 'write'> = {
     waiters: 100,
     waitMs: 500,
   },
-  redis: { rounds: 2, sequentialOps: 1_000, concurrentOps: 4_000, inFlight: 64, memoryKeys: [16_384, 10_000] },
+  redis: { rounds: 1, sequentialOps: 1_000, concurrentOps: 4_000, inFlight: 64, memoryKeys: [16_384, 10_000] },
   edge: { rounds: 1, sequentialOps: 200, concurrentOps: 400, inFlight: 32 },
-  http: { rounds: 1, connections: 50, warmupSeconds: 0.5, durationSeconds: 1 },
+  http: { rounds: 1, connections: 50, warmupSeconds: 0.3, durationSeconds: 0.7 },
   accuracy: { processes: 4, callsPerProcess: 3_000, limit: 1_000, inFlight: 32 },
   deadlineMs: 5 * 60_000,
 };
