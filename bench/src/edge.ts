@@ -54,6 +54,8 @@ export interface EdgeResults {
   failures: Partial<Record<EdgeContenderId, { notAdmitted: number; errors: number; firstError?: string }>>;
   /** REST requests to the bridge per decision (sequential): each library's round trips. */
   requestsPerCall: Partial<Record<EdgeContenderId, number>>;
+  /** µs Redis spent per decision in scripts and functions (INFO commandstats, in flight), per round. */
+  redisMicrosPerCall: Partial<Record<EdgeContenderId, number[]>>;
   sequentialOps: number;
   concurrentOps: number;
   inFlight: number;
@@ -79,6 +81,15 @@ function upstashContender(redis: UpstashRedis, limiter: ConstructorParameters<ty
   // Its defaults: no analytics; an ephemeral cache of denied identifiers (nothing is denied here).
   const ratelimit = new Ratelimit({ redis, limiter, prefix });
   return { call: (key) => ratelimit.limit(key), admits: (response) => (response as { success: boolean }).success };
+}
+
+/** µs Redis spent in scripts and functions since the last RESETSTAT. */
+async function scriptMicros(redis: { info(section: string): Promise<string> }): Promise<number> {
+  let micros = 0;
+  for (const [, usec] of (await redis.info('commandstats')).matchAll(/^cmdstat_(?:fcall|fcall_ro|evalsha|eval|evalsha_ro|eval_ro):calls=\d+,usec=(\d+)/gm)) {
+    micros += Number(usec);
+  }
+  return micros;
 }
 
 export async function benchEdge(config: BenchConfig): Promise<EdgeResults> {
@@ -109,6 +120,7 @@ export async function benchEdge(config: BenchConfig): Promise<EdgeResults> {
       throughput: { sequential: {}, concurrent: {} },
       failures: {},
       requestsPerCall: {},
+      redisMicrosPerCall: {},
       sequentialOps,
       concurrentOps,
       inFlight,
@@ -128,6 +140,7 @@ export async function benchEdge(config: BenchConfig): Promise<EdgeResults> {
         for (const id of rotate(ids, round)) {
           await redis.flushall();
           await servedRequests();
+          await redis.config('RESETSTAT');
           const started = process.hrtime.bigint();
           const outcome = await runCalls(contenders[id], keys, ops, mode === 'sequential' ? 1 : inFlight);
           const opsPerSecond = ops / (Number(process.hrtime.bigint() - started) / 1e9);
@@ -135,6 +148,11 @@ export async function benchEdge(config: BenchConfig): Promise<EdgeResults> {
           rates.push(opsPerSecond);
           results.throughput[mode][id] = rates;
           const served = await servedRequests();
+          if (mode === 'concurrent' && !id.includes('durable-object')) {
+            const micros = results.redisMicrosPerCall[id] ?? [];
+            micros.push((await scriptMicros(redis)) / ops);
+            results.redisMicrosPerCall[id] = micros;
+          }
           if (mode === 'sequential' && !id.includes('durable-object')) results.requestsPerCall[id] = served / ops;
           const failures = results.failures[id] ?? { notAdmitted: 0, errors: 0 };
           results.failures[id] = failures;
