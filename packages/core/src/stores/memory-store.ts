@@ -45,7 +45,7 @@ interface HeldBlock extends Block {
 /**
  * The keys of one rule: a Map from key to a slot, and each slot's numbers side
  * by side in one typed array (its expiry, then the algorithm's state), so a
- * key costs a Map entry, a few numbers and a byte, not an object, and a
+ * key costs a Map entry, a few numbers and a bit, not an object, and a
  * decision reads one stretch of memory. A call decides (`decide`, which writes
  * the state the call would leave into a buffer it is given) and, when every
  * rule of the call admits it, commits (`commit`, which stores that state).
@@ -58,8 +58,8 @@ abstract class Table {
   private readonly blocks = new Map<number, HeldBlock>();
   protected capacity = 0;
   protected slots = new Float64Array(0);
-  /** Per slot: whether its key was used since the eviction hand last passed it (see evictOldest). */
-  private referenced = new Uint8Array(0);
+  /** Per slot, one bit: whether its key was used since the eviction hand last passed it (see evictOldest). */
+  private referenced = new Int32Array(0);
   /** Numbers per slot. */
   protected readonly stride: number;
   private readonly freeSlots: number[] = [];
@@ -85,7 +85,8 @@ abstract class Table {
   find(key: string): number {
     const slot = this.index.get(key);
     if (slot === undefined) return -1;
-    this.referenced[slot] = 1;
+    const word = slot >> 5;
+    this.referenced[word] = (this.referenced[word] as number) | (1 << (slot & 31));
     return slot;
   }
 
@@ -98,7 +99,8 @@ abstract class Table {
       slot = this.used++;
     }
     this.index.set(key, slot);
-    this.referenced[slot] = 0;
+    const word = slot >> 5;
+    this.referenced[word] = (this.referenced[word] as number) & ~(1 << (slot & 31));
     return slot;
   }
 
@@ -106,7 +108,7 @@ abstract class Table {
    * Forgets the oldest key not used since the hand last passed it (the CLOCK,
    * or second-chance, approximation of least-recently-used): the Map keeps
    * keys in the order they came; a key used since is moved to the young end
-   * instead, its mark cleared. A hot key costs one byte written per use, not
+   * instead, its mark cleared. A hot key costs one bit set per use, not
    * a Map reshuffle. The hand is one iterator kept across evictions: a new
    * one would walk over every deleted entry the Map still keeps (until it
    * rehashes) to reach the first live one, O(deleted entries) per call, where
@@ -122,8 +124,10 @@ abstract class Table {
         continue;
       }
       const [key, slot] = oldest.value;
-      if (this.referenced[slot] === 1) {
-        this.referenced[slot] = 0;
+      const word = slot >> 5;
+      const bit = 1 << (slot & 31);
+      if (((this.referenced[word] as number) & bit) !== 0) {
+        this.referenced[word] = (this.referenced[word] as number) & ~bit;
         this.index.delete(key);
         this.index.set(key, slot);
         continue;
@@ -218,7 +222,7 @@ abstract class Table {
     const slots = new Float64Array(capacity * this.stride);
     slots.set(this.slots);
     this.slots = slots;
-    const referenced = new Uint8Array(capacity);
+    const referenced = new Int32Array(Math.ceil(capacity / 32));
     referenced.set(this.referenced);
     this.referenced = referenced;
     this.capacity = capacity;
