@@ -59,7 +59,7 @@ function memorySection(results: BenchResults): string {
     formatRate(median(t.random[c.id])),
     formatRatio(pairedRatio(t.random[c.id], t.random.map)),
     cpuNs('random', c.id),
-    formatNumber(memory.heapBytesPerKey[c.id]),
+    formatNumber(memory.heapBytesPerKey[c.id], 1),
   ]);
   const { eviction, waiting } = memory;
   const versus = memory.contenders

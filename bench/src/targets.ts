@@ -131,7 +131,7 @@ export function evaluateTargets(results: BenchResults): Target[] {
         issue: '18',
         area: 'memory',
         requirement: `${name} ≤ 70 heap bytes per key (${memory.heapKeys / 1e6}M keys)`,
-        measured: `${formatNumber(heap)} B`,
+        measured: `${formatNumber(heap, 1)} B`,
         holds: heap <= 70,
         ...(heap <= 70
           ? {}
