@@ -169,7 +169,7 @@ export function evaluateTargets(results: BenchResults): Target[] {
         : {
             bound:
               `Main-thread CPU per call on the hot key: ${formatNumber(nsOf('hot', 'floodgate-fixed-window-plans'))} ns with a plan per call, ${formatNumber(nsOf('hot', 'floodgate-fixed-window'))} ns static.` +
-              " A call with rules checks its options object's names (a for-in over it), finds the plan's compiled rule set by the array's identity and the store finds the plan's tables (each among the last few it saw), and each plan's rule set checks the key anew (the memo of the last key is per rule set); with nothing else to do on one hot key, those are a visible share of a call. On 100k keys, where finding a key's state costs more, the same work is " +
+              " A call with rules checks its options object's names (a for-in over it), finds the plan's compiled rule set by the array's identity, and the store finds the plan's tables (each among the last few it saw); with nothing else to do on one hot key, those are a visible share of a call. On 100k keys, where finding a key's state costs more, the same work is " +
               `${formatRatio(plansRandom)} the cost.`,
           }),
     });
