@@ -5,6 +5,7 @@
  */
 import type { HttpRow } from './http.js';
 import { frameworks } from './http-apps.js';
+import { redisAlgorithmContenders } from './redis.js';
 import type { BenchResults } from './results.js';
 import { pairedRatio } from './stats.js';
 
@@ -23,7 +24,7 @@ const escapeXml = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&
 
 function groups(results: BenchResults): Group[] {
   const out: Group[] = [];
-  const { memory, redis, http } = results;
+  const { memory, redis, edge, http } = results;
   if (memory !== undefined) {
     for (const [scenario, title] of [
       ['hot', 'Memory store, one hot key: decisions/s × awaited Map baseline'],
@@ -32,7 +33,7 @@ function groups(results: BenchResults): Group[] {
       out.push({
         title,
         bars: memory.contenders
-          .filter((c) => c.id !== 'map')
+          .filter((c) => c.id !== 'map' && !c.variant)
           .map((c) => ({ label: c.label, ratio: pairedRatio(memory.throughput[scenario][c.id], memory.throughput[scenario].map), floodgate: c.floodgate })),
       });
     }
@@ -45,10 +46,40 @@ function groups(results: BenchResults): Group[] {
       out.push({
         title,
         bars: redis.contenders
-          .filter((c) => c.id !== 'floor')
+          .filter((c) => c.id !== 'floor' && redisAlgorithmContenders.includes(c.id))
           .map((c) => ({ label: c.label, ratio: pairedRatio(redis.throughput[mode][c.id] ?? [], redis.throughput[mode].floor ?? []), floodgate: c.floodgate })),
       });
     }
+  }
+  if (redis !== undefined) {
+    const t = redis.throughput;
+    out.push({
+      title: `Redis store, ${redis.inFlight} in flight: Floodgate's 3 scopes in one call and plans per call`,
+      bars: [
+        {
+          label: '3 scopes in one call × 3 stacked limiters',
+          ratio: pairedRatio(t.concurrent['floodgate-3-scopes'] ?? [], t.concurrent['floodgate-3-stacked'] ?? []),
+          floodgate: true,
+        },
+        {
+          label: 'a plan per call × a static limiter',
+          ratio: pairedRatio(t.concurrent['floodgate-fixed-window-plans'] ?? [], t.concurrent['floodgate-fixed-window'] ?? []),
+          floodgate: true,
+        },
+      ],
+    });
+  }
+  if (edge !== undefined) {
+    out.push({
+      title: `Upstash REST bridge, ${edge.inFlight} in flight: decisions/s × @upstash/ratelimit fixedWindow`,
+      bars: edge.contenders
+        .filter((c) => c.id !== 'upstash-ratelimit-fixed-window')
+        .map((c) => ({
+          label: c.label,
+          ratio: pairedRatio(edge.throughput.concurrent[c.id] ?? [], edge.throughput.concurrent['upstash-ratelimit-fixed-window'] ?? []),
+          floodgate: c.floodgate,
+        })),
+    });
   }
   if (http !== undefined) {
     for (const framework of frameworks) {

@@ -52,10 +52,12 @@ export interface WorkerOptions {
   input?: unknown;
 }
 
-/** Starts `module` (a .ts file next to this one) as a child process. */
+/** Starts `module` (a .ts file next to this one, an ES module) as a child process. */
 export function startWorker(module: string, options: WorkerOptions = {}): Worker {
   const child = fork(new URL(module, import.meta.url).pathname, options.input === undefined ? [] : [JSON.stringify(options.input)], {
-    execArgv: ['--import', 'tsx', ...(options.nodeFlags ?? [])],
+    // tsx's ESM loader only: its CommonJS hook would load a second copy of an ESM-only package that a
+    // CommonJS one requires (@nestjs/throttler requiring @nestjs/core 12), where Node's own require() shares it.
+    execArgv: ['--import', 'tsx/esm', ...(options.nodeFlags ?? [])],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   running.add(child);

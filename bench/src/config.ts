@@ -1,11 +1,11 @@
 /*
  * How much work each benchmark does. `pnpm bench` runs the full profile (the
- * one BENCHMARKS.md is written from, ~10 minutes); `pnpm bench --quick` is a
+ * one BENCHMARKS.md is written from, ~20 minutes); `pnpm bench --quick` is a
  * smoke run for CI (under 2 minutes) whose numbers are too short to quote.
  */
 
-export type Section = 'memory' | 'redis' | 'http' | 'accuracy';
-export const sections: readonly Section[] = ['memory', 'redis', 'http', 'accuracy'];
+export type Section = 'memory' | 'redis' | 'edge' | 'http' | 'accuracy';
+export const sections: readonly Section[] = ['memory', 'redis', 'edge', 'http', 'accuracy'];
 
 export interface BenchConfig {
   quick: boolean;
@@ -24,6 +24,12 @@ export interface BenchConfig {
     randomKeys: number;
     /** Keys held when the heap is measured. */
     heapKeys: number;
+    /** maxKeys of the eviction row (issue 20.2), and how many times as many new keys follow past it. */
+    evictionKeys: number;
+    evictionChunks: number;
+    /** Calls waiting on one key (issue 15), and how long their CPU is measured. */
+    waiters: number;
+    waitMs: number;
   };
   redis: {
     rounds: number;
@@ -33,6 +39,13 @@ export interface BenchConfig {
     inFlight: number;
     /** Key counts at which Redis bytes per key are measured. */
     memoryKeys: number[];
+  };
+  /** Issue 17: Redis over HTTP (Upstash REST) and a Durable Object. */
+  edge: {
+    rounds: number;
+    sequentialOps: number;
+    concurrentOps: number;
+    inFlight: number;
   };
   http: {
     rounds: number;
@@ -52,17 +65,39 @@ export interface BenchConfig {
 }
 
 const full: Omit<BenchConfig, 'quick' | 'only' | 'write'> = {
-  memory: { rounds: 5, hotOps: 5_000_000, randomOps: 1_000_000, randomKeys: 100_000, heapKeys: 1_000_000 },
+  memory: {
+    rounds: 5,
+    hotOps: 5_000_000,
+    randomOps: 1_000_000,
+    randomKeys: 100_000,
+    heapKeys: 1_000_000,
+    evictionKeys: 100_000,
+    evictionChunks: 4,
+    waiters: 100,
+    waitMs: 2_000,
+  },
   redis: { rounds: 5, sequentialOps: 10_000, concurrentOps: 40_000, inFlight: 64, memoryKeys: [16_384, 10_000] },
-  http: { rounds: 4, connections: 50, warmupSeconds: 2, durationSeconds: 4 },
+  edge: { rounds: 3, sequentialOps: 1_000, concurrentOps: 4_000, inFlight: 32 },
+  http: { rounds: 4, connections: 50, warmupSeconds: 1.5, durationSeconds: 3 },
   accuracy: { processes: 4, callsPerProcess: 3_000, limit: 1_000, inFlight: 32 },
-  deadlineMs: 30 * 60_000,
+  deadlineMs: 40 * 60_000,
 };
 
 const quick: Omit<BenchConfig, 'quick' | 'only' | 'write'> = {
-  memory: { rounds: 2, hotOps: 500_000, randomOps: 200_000, randomKeys: 100_000, heapKeys: 100_000 },
-  redis: { rounds: 2, sequentialOps: 1_000, concurrentOps: 4_000, inFlight: 64, memoryKeys: [16_384, 10_000] },
-  http: { rounds: 1, connections: 50, warmupSeconds: 0.5, durationSeconds: 1 },
+  memory: {
+    rounds: 1,
+    hotOps: 300_000,
+    randomOps: 200_000,
+    randomKeys: 100_000,
+    heapKeys: 100_000,
+    evictionKeys: 100_000,
+    evictionChunks: 2,
+    waiters: 100,
+    waitMs: 500,
+  },
+  redis: { rounds: 1, sequentialOps: 1_000, concurrentOps: 4_000, inFlight: 64, memoryKeys: [16_384, 10_000] },
+  edge: { rounds: 1, sequentialOps: 200, concurrentOps: 400, inFlight: 32 },
+  http: { rounds: 1, connections: 50, warmupSeconds: 0.3, durationSeconds: 0.7 },
   accuracy: { processes: 4, callsPerProcess: 3_000, limit: 1_000, inFlight: 32 },
   deadlineMs: 5 * 60_000,
 };

@@ -9,11 +9,11 @@
 import autocannon from 'autocannon';
 import { startWorker } from './child.js';
 import type { BenchConfig } from './config.js';
-import { type Framework, frameworks, type Variant, variantLabels, variants } from './http-apps.js';
+import { type Framework, frameworks, type Variant, variantLabels, variantsOf } from './http-apps.js';
 import type { CpuMessage, ServerInput } from './http-server.js';
 import { log } from './log.js';
 import { startBenchRedis } from './redis-server.js';
-import { rotate } from './stats.js';
+import { median, rotate } from './stats.js';
 
 export interface HttpRow {
   framework: Framework;
@@ -39,6 +39,11 @@ export interface HttpResults {
   rounds: number;
 }
 
+/** CPU µs the server used per request it answered, median over rounds. */
+export function serverMicrosPerRequest(row: HttpRow): number {
+  return median(row.serverCpu.map((percent, i) => (percent * 1e4) / (row.requestsPerSecond[i] as number)));
+}
+
 async function redisCpuSeconds(redis: { info(section: string): Promise<string> }): Promise<number> {
   const info = await redis.info('cpu');
   const read = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
@@ -51,7 +56,7 @@ export async function benchHttp(config: BenchConfig): Promise<HttpResults> {
   const redis = redisServer.client();
   const rows = new Map<string, HttpRow>();
   for (const framework of frameworks) {
-    for (const variant of variants) {
+    for (const variant of variantsOf[framework]) {
       rows.set(`${framework}/${variant}`, {
         framework,
         variant,
@@ -70,7 +75,7 @@ export async function benchHttp(config: BenchConfig): Promise<HttpResults> {
   try {
     for (let round = 0; round < rounds; round++) {
       for (const framework of rotate(frameworks, round)) {
-        for (const variant of rotate(variants, round)) {
+        for (const variant of rotate(variantsOf[framework], round)) {
           const row = rows.get(`${framework}/${variant}`) as HttpRow;
           await redis.flushall();
           const server = startWorker('./http-server.ts', { input: { framework, variant, redisPort: redisServer.port } satisfies ServerInput });

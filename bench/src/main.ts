@@ -1,8 +1,8 @@
 /*
- * `pnpm bench [--quick] [--only=memory,redis,http,accuracy] [--write|--no-write]`
+ * `pnpm bench [--quick] [--only=memory,redis,edge,http,accuracy] [--write|--no-write]`
  *
- * Runs Floodgate and its peers side by side (memory.ts, redis.ts, http.ts,
- * accuracy.ts), checks the targets of issue 7 (targets.ts), prints the
+ * Runs Floodgate and its peers side by side (memory.ts, redis.ts, edge.ts,
+ * http.ts, accuracy.ts), checks the targets of the open issues (targets.ts), prints the
  * report, and after a full run writes BENCHMARKS.md and docs/benchmarks.svg
  * at the repository root. Exits non-zero only when a benchmark crashes:
  * timings never fail a run.
@@ -12,12 +12,13 @@ import { benchAccuracy } from './accuracy.js';
 import { benchBoundary } from './boundary.js';
 import { renderChart } from './chart.js';
 import { parseArgs } from './config.js';
+import { benchEdge } from './edge.js';
 import { benchHttp } from './http.js';
 import { log } from './log.js';
 import { describeMachine } from './machine.js';
 import { benchMemory } from './memory.js';
 import { profileHotPaths } from './profile.js';
-import { benchRedis, redisThroughputContenders } from './redis.js';
+import { benchRedis, redisAlgorithmContenders } from './redis.js';
 import { benchRedisInstructions, valgrindAvailable } from './redis-instructions.js';
 import { renderReport } from './report.js';
 import type { BenchResults } from './results.js';
@@ -48,8 +49,9 @@ if (config.only.has('memory')) results.memory = await benchMemory(config);
 if (config.only.has('redis')) {
   results.redis = await benchRedis(config);
   // Instruction counts take a minute under valgrind and do not drift: full runs only.
-  if (!config.quick && valgrindAvailable()) results.redisInstructions = await benchRedisInstructions(redisThroughputContenders, 500);
+  if (!config.quick && valgrindAvailable()) results.redisInstructions = await benchRedisInstructions(redisAlgorithmContenders, 500);
 }
+if (config.only.has('edge')) results.edge = await benchEdge(config);
 if (config.only.has('http')) results.http = await benchHttp(config);
 if (config.only.has('accuracy')) {
   results.accuracy = await benchAccuracy(config);

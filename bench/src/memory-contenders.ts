@@ -4,7 +4,7 @@
  * Limits are far above what a benchmark sends: every call is admitted, so every
  * contender does the same work, a counted and admitted request.
  */
-import { createLimiter } from '@floodgate/core';
+import { createLimiter, type Limiter } from '@floodgate/core';
 import { MemoryStore as ExpressMemoryStore, type Options as ExpressRateLimitOptions } from 'express-rate-limit';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
 
@@ -31,6 +31,8 @@ export interface ContenderInfo {
   floodgate: boolean;
   /** Keeps no state per key: no heap reading. */
   stateless?: boolean;
+  /** A variant of another row (plans, scopes): timed, but its heap is not measured. */
+  variant?: boolean;
 }
 
 export type MemoryContenderId =
@@ -40,7 +42,10 @@ export type MemoryContenderId =
   | 'rate-limiter-flexible'
   | 'floodgate-fixed-window'
   | 'floodgate-gcra'
-  | 'floodgate-fixed-window-events';
+  | 'floodgate-fixed-window-events'
+  | 'floodgate-fixed-window-plans'
+  | 'floodgate-3-scopes'
+  | 'floodgate-3-stacked';
 
 export const memoryContenders: readonly ContenderInfo[] = [
   { id: 'clock', label: 'awaited Date.now(), no store (what reading the clock costs)', floodgate: false, stateless: true },
@@ -50,7 +55,43 @@ export const memoryContenders: readonly ContenderInfo[] = [
   { id: 'floodgate-fixed-window', label: 'Floodgate MemoryStore, fixed-window', floodgate: true },
   { id: 'floodgate-gcra', label: 'Floodgate MemoryStore, gcra', floodgate: true },
   { id: 'floodgate-fixed-window-events', label: "Floodgate MemoryStore, fixed-window, with 'allowed' and 'limited' listeners", floodgate: true },
+  {
+    id: 'floodgate-fixed-window-plans',
+    label: 'Floodgate MemoryStore, fixed-window, one of 3 plans per call (`consume(key, { rules })`)',
+    floodgate: true,
+    variant: true,
+  },
+  { id: 'floodgate-3-scopes', label: 'Floodgate MemoryStore, 3 scopes in one call (global + per-IP + per-user)', floodgate: true, variant: true },
+  { id: 'floodgate-3-stacked', label: 'Floodgate MemoryStore, 3 stacked limiters (global, per-IP, per-user), awaited in turn', floodgate: true, variant: true },
 ];
+
+/**
+ * Plans a call picks from (issue 15): three constant rule sets of one rule
+ * under one name, so a client that changes plan keeps its count. Limits out of
+ * reach, as everywhere here.
+ */
+export const PLANS = [1, 2, 3].map((tier) => Object.freeze([{ name: 'plan', algorithm: 'fixed-window', limit: tier * LIMIT, windowMs: WINDOW_MS }] as const));
+
+/** The 3-scope rule set of issue 14: everyone, per client IP, per user, checked in one call. */
+export const SCOPED_RULES = [
+  { name: 'all', scope: 'global', algorithm: 'fixed-window', limit: LIMIT, windowMs: WINDOW_MS },
+  { name: 'per-ip', scope: 'ip', algorithm: 'fixed-window', limit: LIMIT, windowMs: WINDOW_MS },
+  { name: 'per-user', scope: 'user', algorithm: 'fixed-window', limit: LIMIT, windowMs: WINDOW_MS },
+] as const;
+
+/**
+ * The user of a client's call in the scope rows: a fixed string per client
+ * key, made once (so that no row pays for building it per call).
+ */
+const users = new Map<string, string>();
+export function userOf(key: string): string {
+  let user = users.get(key);
+  if (user === undefined) {
+    user = `user-${users.size}`;
+    users.set(key, user);
+  }
+  return user;
+}
 
 /** The baseline: the fixed window anyone would write in ten lines, behind an `await` like every store. */
 function mapFixedWindow(limit: number, windowMs: number): (key: string) => Promise<boolean> {
@@ -93,6 +134,37 @@ export function createMemoryContender(id: MemoryContenderId): Contender {
     case 'floodgate-gcra': {
       const limiter = createLimiter({ algorithm: id === 'floodgate-gcra' ? 'gcra' : 'fixed-window', limit: LIMIT, windowMs: WINDOW_MS });
       return { call: (key) => limiter.consume(key), admits: (decision) => (decision as { allowed: boolean }).allowed };
+    }
+    case 'floodgate-fixed-window-plans': {
+      // One of 3 constant plans per call, in turn, each passed as the same options object every time.
+      const limiter = createLimiter({ algorithm: 'fixed-window', limit: LIMIT, windowMs: WINDOW_MS });
+      const options = PLANS.map((rules) => ({ rules }));
+      let plan = 0;
+      return {
+        call: (key) => {
+          plan = plan === 2 ? 0 : plan + 1;
+          return limiter.consume(key, options[plan]);
+        },
+        admits: (decision) => (decision as { allowed: boolean }).allowed,
+      };
+    }
+    case 'floodgate-3-scopes': {
+      const limiter = createLimiter({ rules: SCOPED_RULES });
+      return { call: (key) => limiter.consume({ ip: key, user: userOf(key) }), admits: (decision) => (decision as { allowed: boolean }).allowed };
+    }
+    case 'floodgate-3-stacked': {
+      // What one writes without scopes: a limiter per scope, each called in turn (and each consuming, even when a later one denies).
+      const [all, perIp, perUser] = SCOPED_RULES.map(({ scope: _scope, ...rule }) => createLimiter(rule));
+      return {
+        call: async (key) => {
+          const first = await (all as Limiter).consume('all');
+          if (!first.allowed) return first;
+          const second = await (perIp as Limiter).consume(key);
+          if (!second.allowed) return second;
+          return (perUser as Limiter).consume(userOf(key));
+        },
+        admits: (decision) => (decision as { allowed: boolean }).allowed,
+      };
     }
     case 'floodgate-fixed-window-events': {
       // What events cost once someone listens (a metrics exporter does): each call is timed and its event built.

@@ -7,22 +7,36 @@
  *               (optionally with a CPU profile of the measured loop)
  *   heap:       bytes the store adds per key, with the keys already alive
  */
+import { readFileSync } from 'node:fs';
+import { createLimiter, MemoryStore } from '@floodgate/core';
 import { reply, workerInput } from './child.js';
 import { HOT_KEY, keyPool, randomSequence } from './keys.js';
-import { type Contender, createMemoryContender, type MemoryContenderId } from './memory-contenders.js';
+import { type Contender, createMemoryContender, LIMIT, type MemoryContenderId, WINDOW_MS } from './memory-contenders.js';
 import { startProfiling } from './profiler.js';
 
 export type MemoryTask =
   | { kind: 'throughput'; contender: MemoryContenderId; scenario: 'hot' | 'random'; ops: number; randomKeys: number; profilePath?: string }
-  | { kind: 'heap'; contender: MemoryContenderId; keys: number };
+  | { kind: 'heap'; contender: MemoryContenderId; keys: number }
+  | { kind: 'eviction'; maxKeys: number; chunks: number };
 
 export interface ThroughputResult {
   opsPerSecond: number;
+  /** Decisions per second of the main thread's own CPU time (Linux; NaN elsewhere): what other processes on a busy machine do not move. */
+  opsPerCpuSecond: number;
   admitted: number;
 }
 
 export interface HeapResult {
   bytesPerKey: number;
+}
+
+export interface EvictionResult {
+  /** ns per call for a new key while the store fills up to maxKeys (main-thread CPU time). */
+  fillingNs: number;
+  /** ns per call for a new key past maxKeys (each evicts one), per chunk of maxKeys calls, in order. */
+  overNs: number[];
+  /** Keys the store holds at the end (maxKeys: bounded). */
+  keysHeld: number;
 }
 
 /** What must stay alive until the last heap reading (keys, stores). */
@@ -39,6 +53,19 @@ function collect(): void {
 function usedBytes(): number {
   const usage = process.memoryUsage();
   return usage.heapUsed + usage.external;
+}
+
+/**
+ * CPU time this process's main thread has run, in ns (Linux's schedstat), or
+ * NaN where there is none: wall time counts the time other processes hold the
+ * cores; this does not.
+ */
+function mainThreadCpuNs(): number {
+  try {
+    return Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[0]);
+  } catch {
+    return Number.NaN;
+  }
 }
 
 /** The timed loop: each call awaited in turn, as a request handler would. */
@@ -68,11 +95,13 @@ async function throughput(task: Extract<MemoryTask, { kind: 'throughput' }>): Pr
   await decideAll(contender, keys, 0, Math.min(keys.length, Math.max(50_000, task.ops >> 2))); // warm-up: let the JIT settle
   collect();
   const stopProfiling = task.profilePath === undefined ? undefined : await startProfiling(task.profilePath);
+  const cpuStarted = mainThreadCpuNs();
   const started = process.hrtime.bigint();
   const admitted = await decideAll(contender, keys, 0, keys.length);
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const cpuSeconds = (mainThreadCpuNs() - cpuStarted) / 1e9;
   await stopProfiling?.();
-  return { opsPerSecond: task.ops / seconds, admitted };
+  return { opsPerSecond: task.ops / seconds, opsPerCpuSecond: task.ops / cpuSeconds, admitted };
 }
 
 async function heap(task: Extract<MemoryTask, { kind: 'heap' }>): Promise<HeapResult> {
@@ -96,6 +125,31 @@ async function heap(task: Extract<MemoryTask, { kind: 'heap' }>): Promise<HeapRe
   return { bytesPerKey: (after - before) / task.keys };
 }
 
+/**
+ * Issue 20.2: new keys past `maxKeys`, each of which makes the store forget
+ * one, against new keys while it fills. Every key is new (distinct
+ * IPv4-like strings, made before timing); fixed-window, one rule.
+ */
+async function eviction(task: Extract<MemoryTask, { kind: 'eviction' }>): Promise<EvictionResult> {
+  const { maxKeys, chunks } = task;
+  const keys = keyPool(maxKeys * (chunks + 1));
+  const store = new MemoryStore({ maxKeys });
+  const limiter = createLimiter({ algorithm: 'fixed-window', limit: LIMIT, windowMs: WINDOW_MS, store });
+  // Warm the code paths on another limiter (its own store), so the first chunk does not pay for compiling.
+  const warm = createLimiter({ algorithm: 'fixed-window', limit: LIMIT, windowMs: WINDOW_MS, store: new MemoryStore({ maxKeys: 10_000 }) });
+  for (let i = 0; i < 50_000; i++) await warm.consume(`warm:${i}`);
+  collect();
+  const timed = async (from: number, to: number): Promise<number> => {
+    const cpu = mainThreadCpuNs();
+    for (let i = from; i < to; i++) await limiter.consume(keys[i] as string);
+    return (mainThreadCpuNs() - cpu) / (to - from);
+  };
+  const fillingNs = await timed(0, maxKeys);
+  const overNs: number[] = [];
+  for (let chunk = 1; chunk <= chunks; chunk++) overNs.push(await timed(chunk * maxKeys, (chunk + 1) * maxKeys));
+  return { fillingNs, overNs, keysHeld: store.size('fg:', 'default') };
+}
+
 const task = workerInput<MemoryTask>();
-await reply(task.kind === 'throughput' ? await throughput(task) : await heap(task));
+await reply(task.kind === 'throughput' ? await throughput(task) : task.kind === 'heap' ? await heap(task) : await eviction(task));
 process.exit(0);

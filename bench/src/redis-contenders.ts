@@ -3,12 +3,12 @@
  * accuracy.ts, each reduced to its per-request call on one ioredis
  * connection, with its own default key naming.
  */
-import { type AlgorithmName, createLimiter, type Decision, RedisStore } from '@floodgate/core';
+import { type AlgorithmName, createLimiter, type Decision, type Limiter, RedisStore, type RuleOptions } from '@floodgate/core';
 import type { Options as ExpressRateLimitOptions } from 'express-rate-limit';
 import type { Redis } from 'ioredis';
 import { RedisStore as RateLimitRedisStore, type RedisReply } from 'rate-limit-redis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
-import type { Contender } from './memory-contenders.js';
+import { type Contender, SCOPED_RULES, userOf } from './memory-contenders.js';
 
 /** The six rate algorithms of the design (core may know more kinds of rule; these are the ones compared). */
 export const rateAlgorithms = [
@@ -22,7 +22,9 @@ export const rateAlgorithms = [
 export type RateAlgorithm = (typeof rateAlgorithms)[number];
 
 export type FloodgateRedisId = `floodgate-${RateAlgorithm}`;
-export type RedisContenderId = 'floor' | 'rate-limit-redis' | 'rate-limiter-flexible' | FloodgateRedisId;
+/** Floodgate on Redis with per-call plans (issue 15), 3 scopes in one call, and 3 stacked limiters (issue 14). */
+export type FloodgateVariantId = 'floodgate-fixed-window-plans' | 'floodgate-3-scopes' | 'floodgate-3-stacked';
+export type RedisContenderId = 'floor' | 'rate-limit-redis' | 'rate-limiter-flexible' | FloodgateRedisId | FloodgateVariantId;
 
 export interface RedisContenderInfo {
   id: RedisContenderId;
@@ -46,6 +48,13 @@ export const redisContenderInfo: Record<RedisContenderId, RedisContenderInfo> = 
   'floodgate-token-bucket': floodgate('token-bucket'),
   'floodgate-leaky-bucket': floodgate('leaky-bucket'),
   'floodgate-gcra': floodgate('gcra'),
+  'floodgate-fixed-window-plans': {
+    id: 'floodgate-fixed-window-plans',
+    label: 'Floodgate RedisStore, fixed-window, one of 3 plans per call',
+    floodgate: true,
+  },
+  'floodgate-3-scopes': { id: 'floodgate-3-scopes', label: 'Floodgate RedisStore, 3 scopes in one call (global + per-IP + per-user)', floodgate: true },
+  'floodgate-3-stacked': { id: 'floodgate-3-stacked', label: 'Floodgate RedisStore, 3 stacked limiters, awaited in turn', floodgate: true },
 };
 
 /**
@@ -55,6 +64,11 @@ export const redisContenderInfo: Record<RedisContenderId, RedisContenderInfo> = 
 export const FLOOR_SCRIPT = `local count = redis.call('INCR', KEYS[1])
 if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return count`;
+
+/** The 3-scope rule set of issue 14 (see memory-contenders.ts), at this rule's limit and window. */
+function scopedRules(limit: number, windowMs: number): RuleOptions[] {
+  return SCOPED_RULES.map((rule) => ({ ...rule, limit, windowMs }));
+}
 
 export interface RedisRule {
   limit: number;
@@ -76,6 +90,46 @@ export async function createRedisContender(id: RedisContenderId, redis: Redis, {
     case 'rate-limiter-flexible': {
       const limiter = new RateLimiterRedis({ storeClient: redis, points: limit, duration: Math.ceil(windowMs / 1000) });
       return { call: (key) => limiter.consume(key), admits: () => true }; // consume() rejects when it denies
+    }
+    case 'floodgate-fixed-window-plans': {
+      const limiter = createLimiter({ algorithm: 'fixed-window', limit, windowMs, store: new RedisStore({ client: redis }) });
+      const options = [1, 2, 3].map((tier) => ({ rules: [{ name: 'plan', algorithm: 'fixed-window', limit: tier * limit, windowMs }] as RuleOptions[] }));
+      let plan = 0;
+      return {
+        call: (key) => {
+          plan = plan === 2 ? 0 : plan + 1;
+          return limiter.consume(key, options[plan]);
+        },
+        admits: (decision) => (decision as Decision).allowed,
+        failure: (decision) => (decision as Decision).storeError,
+      };
+    }
+    case 'floodgate-3-scopes': {
+      const rules = scopedRules(limit, windowMs);
+      const limiter = createLimiter({ rules, store: new RedisStore({ client: redis }) });
+      return {
+        call: (key) => limiter.consume({ ip: key, user: userOf(key) }),
+        admits: (decision) => (decision as Decision).allowed,
+        failure: (decision) => (decision as Decision).storeError,
+      };
+    }
+    case 'floodgate-3-stacked': {
+      // One limiter per scope, each with a prefix of its own (one store), called in turn.
+      const store = new RedisStore({ client: redis });
+      const [all, perIp, perUser] = scopedRules(limit, windowMs).map(({ scope: _scope, ...rule }) =>
+        createLimiter({ ...rule, store, prefix: `fg:${rule.name}:` }),
+      ) as [Limiter, Limiter, Limiter];
+      return {
+        call: async (key) => {
+          const first = await all.consume('all');
+          if (!first.allowed || first.storeError) return first;
+          const second = await perIp.consume(key);
+          if (!second.allowed || second.storeError) return second;
+          return perUser.consume(userOf(key));
+        },
+        admits: (decision) => (decision as Decision).allowed,
+        failure: (decision) => (decision as Decision).storeError,
+      };
     }
     default: {
       const algorithm = id.slice('floodgate-'.length) as RateAlgorithm;

@@ -17,13 +17,21 @@ import { formatRate, rotate } from './stats.js';
 
 export type RedisMode = 'sequential' | 'concurrent';
 
-export const redisThroughputContenders: readonly RedisContenderId[] = [
+/** The rows of issue 18's targets (and of the callgrind counts). */
+export const redisAlgorithmContenders: readonly RedisContenderId[] = [
   'floor',
   'rate-limit-redis',
   'rate-limiter-flexible',
   'floodgate-fixed-window',
   'floodgate-gcra',
   'floodgate-sliding-window', // the default algorithm, which the HTTP rows run
+];
+
+export const redisThroughputContenders: readonly RedisContenderId[] = [
+  ...redisAlgorithmContenders,
+  'floodgate-fixed-window-plans', // issue 15: against floodgate-fixed-window
+  'floodgate-3-scopes', // issue 14: against floodgate-3-stacked
+  'floodgate-3-stacked',
 ];
 
 export interface Failures {
@@ -38,8 +46,12 @@ export interface RedisResults {
   contenders: readonly RedisContenderInfo[];
   /** Decisions per second per round. */
   throughput: Record<RedisMode, Partial<Record<RedisContenderId, number[]>>>;
-  /** Redis CPU per decision, µs (the EVALSHA/EVAL time Redis reports in INFO commandstats), per round. */
+  /** Redis CPU per decision, µs (the FCALL/EVALSHA/EVAL time Redis reports in INFO commandstats), per round. */
   redisMicrosPerCall: Record<RedisMode, Partial<Record<RedisContenderId, number[]>>>;
+  /** Commands the client sent per decision (sequential): round trips, as no library here pipelines. */
+  sentPerCall: Partial<Record<RedisContenderId, number>>;
+  /** Commands Redis ran per decision (INFO commandstats, sequential): those sent and those its scripts and functions call. */
+  commandsPerCall: Partial<Record<RedisContenderId, number>>;
   /** Calls not admitted or failed (should be 0). */
   failures: Partial<Record<RedisContenderId, Failures>>;
   inFlight: number;
@@ -49,12 +61,21 @@ export interface RedisResults {
   redisVersion: string;
 }
 
-/** Time Redis spent in scripts since the last RESETSTAT, µs (every contender calls Redis with EVALSHA; EVAL after a NOSCRIPT). */
-async function scriptMicros(redis: { info(section: string): Promise<string> }): Promise<number> {
+/**
+ * Since the last RESETSTAT: the µs Redis spent in scripts and functions
+ * (FCALL for Floodgate, EVALSHA for the others; EVAL after a NOSCRIPT), and
+ * the commands it ran, but the INFO and CONFIG of the harness.
+ */
+async function commandStats(redis: { info(section: string): Promise<string> }): Promise<{ scriptMicros: number; commands: number }> {
   const stats = await redis.info('commandstats');
-  let micros = 0;
-  for (const match of stats.matchAll(/^cmdstat_(?:evalsha|eval):calls=\d+,usec=(\d+)/gm)) micros += Number(match[1]);
-  return micros;
+  let scriptMicros = 0;
+  let commands = 0;
+  for (const match of stats.matchAll(/^cmdstat_([a-z_|]+):calls=(\d+),usec=(\d+)/gm)) {
+    const [, name = '', calls, usec] = match;
+    if (/^(?:fcall|fcall_ro|evalsha|eval|evalsha_ro|eval_ro)$/.test(name)) scriptMicros += Number(usec);
+    if (!/^(?:info|config)/.test(name)) commands += Number(calls);
+  }
+  return { scriptMicros, commands };
 }
 
 export async function benchRedis(config: BenchConfig): Promise<RedisResults> {
@@ -62,11 +83,20 @@ export async function benchRedis(config: BenchConfig): Promise<RedisResults> {
   const server = await startBenchRedis();
   try {
     const redis = server.client();
+    // Every command the shared connection sends (ioredis sends each through sendCommand, pipelines too).
+    let sent = 0;
+    const send = redis.sendCommand.bind(redis);
+    redis.sendCommand = (...args: Parameters<typeof redis.sendCommand>) => {
+      sent++;
+      return send(...args);
+    };
     const redisVersion = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1] ?? 'unknown';
     const results: RedisResults = {
       contenders: redisThroughputContenders.map((id) => redisContenderInfo[id]),
       throughput: { sequential: perContender(() => []), concurrent: perContender(() => []) },
       redisMicrosPerCall: { sequential: perContender(() => []), concurrent: perContender(() => []) },
+      sentPerCall: {},
+      commandsPerCall: {},
       failures: perContender(() => ({ notAdmitted: 0, errors: 0 })),
       inFlight,
       sequentialOps,
@@ -93,11 +123,18 @@ export async function benchRedis(config: BenchConfig): Promise<RedisResults> {
           // Every contender starts from an empty keyspace (and Floodgate's algorithms share key names).
           await redis.flushall();
           await redis.config('RESETSTAT');
+          const sentBefore = sent;
           const started = process.hrtime.bigint();
           const outcome = await runCalls(contenders.get(id) as NonNullable<ReturnType<typeof contenders.get>>, keys, ops, mode === 'sequential' ? 1 : inFlight);
           const opsPerSecond = ops / (Number(process.hrtime.bigint() - started) / 1e9);
           results.throughput[mode][id]?.push(opsPerSecond);
-          results.redisMicrosPerCall[mode][id]?.push((await scriptMicros(redis)) / ops);
+          const sentDuring = sent - sentBefore;
+          const stats = await commandStats(redis);
+          results.redisMicrosPerCall[mode][id]?.push(stats.scriptMicros / ops);
+          if (mode === 'sequential') {
+            results.sentPerCall[id] = sentDuring / ops;
+            results.commandsPerCall[id] = stats.commands / ops;
+          }
           const failures = results.failures[id] as Failures;
           failures.notAdmitted += ops - outcome.admitted - outcome.errors;
           failures.errors += outcome.errors;

@@ -1,6 +1,7 @@
 /** Everything one run measured: what report.ts, targets.ts and chart.ts read. */
 import type { AccuracyResults } from './accuracy.js';
 import type { BoundaryResults } from './boundary.js';
+import type { EdgeResults } from './edge.js';
 import type { HttpResults } from './http.js';
 import type { Machine } from './machine.js';
 import type { MemoryResults } from './memory.js';
@@ -19,6 +20,7 @@ export interface BenchResults {
   redis?: RedisResults;
   /** Instructions per call inside redis-server (callgrind); full runs on machines with valgrind. */
   redisInstructions?: RedisInstructions;
+  edge?: EdgeResults;
   http?: HttpResults;
   accuracy?: AccuracyResults;
   boundary?: BoundaryResults;

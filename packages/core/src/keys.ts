@@ -31,6 +31,18 @@ export interface Keying {
   readonly scopes: readonly string[];
   /** Per rule: the index of its scope in `scopes`. */
   readonly ruleScopes: readonly number[];
+  /**
+   * Rules of the one scope `key`: the last key found to be its own store key.
+   * A client calling again (the hot path) is not checked again.
+   */
+  lastPlainKey?: string;
+  /**
+   * Rules of several scopes: the keys the last call gave, per scope (none for
+   * `global`), and the store keys they made; the same client again gets them
+   * as they are.
+   */
+  lastKeys?: readonly (string | undefined)[];
+  lastStoreKeys?: StoreKeys;
 }
 
 export function keyingOf(rules: readonly CompiledRule[]): Keying {
@@ -41,7 +53,7 @@ export function keyingOf(rules: readonly CompiledRule[]): Keying {
     scopes.push(rule.scope);
     return scopes.length - 1;
   });
-  return { scopes, ruleScopes };
+  return { scopes, ruleScopes, lastPlainKey: undefined, lastKeys: undefined, lastStoreKeys: undefined };
 }
 
 async function sha256Hex(text: string): Promise<string> {
@@ -83,10 +95,21 @@ function missing(scope: string, keys: unknown): FloodgateError {
   );
 }
 
+/**
+ * A key that is its own store key: short enough never to need hashing, with
+ * no character to encode and no surrogate (so no lone one). One scan decides
+ * for the usual key (an address, an id); any other goes the long way.
+ */
+const plainKey = /^[^{}%\uD800-\uDFFF]{1,85}$/;
+
+/** The key a call gives for a scope (not checked yet). */
+const givenKey = (scope: string, keys: Keys): unknown =>
+  typeof keys === 'string' ? (scope === 'key' ? keys : undefined) : typeof keys === 'object' && keys !== null ? keys[scope] : undefined;
+
 /** The store key of one scope of a call. */
 function storeKey(scope: string, keys: Keys): string | Promise<string> {
   if (scope === 'global') return GLOBAL;
-  const given: unknown = typeof keys === 'string' ? (scope === 'key' ? keys : undefined) : typeof keys === 'object' && keys !== null ? keys[scope] : undefined;
+  const given = givenKey(scope, keys);
   if (typeof given !== 'string' || given.length === 0) throw missing(scope, keys);
   const key = wellFormed(given);
   const head = scope === 'key' ? '' : `%${scope}:`;
@@ -102,11 +125,25 @@ function storeKey(scope: string, keys: Keys): string | Promise<string> {
  */
 export function storeKeys(keying: Keying, keys: Keys): StoreKeys | Promise<StoreKeys> {
   const { scopes, ruleScopes } = keying;
-  if (scopes.length === 1) return storeKey(scopes[0] as string, keys);
+  if (scopes.length === 1) {
+    if (typeof keys === 'string' && scopes[0] === 'key') {
+      if (keys === keying.lastPlainKey) return keys;
+      if (plainKey.test(keys)) {
+        keying.lastPlainKey = keys;
+        return keys;
+      }
+    }
+    return storeKey(scopes[0] as string, keys);
+  }
+  const last = keying.lastKeys;
+  if (last !== undefined && scopes.every((scope, i) => scope === 'global' || givenKey(scope, keys) === last[i])) return keying.lastStoreKeys as StoreKeys;
   const byScope = scopes.map((scope) => storeKey(scope, keys));
   const perRule = (resolved: readonly string[]) => ruleScopes.map((i) => resolved[i] as string);
-  if (byScope.every((key) => typeof key === 'string')) return perRule(byScope as string[]);
-  return Promise.all(byScope).then(perRule);
+  if (!byScope.every((key) => typeof key === 'string')) return Promise.all(byScope).then(perRule);
+  const ids = perRule(byScope as string[]);
+  keying.lastKeys = scopes.map((scope) => (scope === 'global' ? undefined : (givenKey(scope, keys) as string)));
+  keying.lastStoreKeys = ids;
+  return ids;
 }
 
 /** One string for all the store keys of a call (the local deny cache's key): `}` cannot occur in a store key. */

@@ -128,34 +128,44 @@ export interface Limiter {
 /** The clock's values stay below this (about 35 000 years of ms), so that adding a window to one stays exact. */
 const MAX_NOW = 2 ** 50;
 
-const callOptionNames: Record<string, ReadonlySet<string>> = {
-  'consume()': new Set(['cost', 'rules']),
-  'refund()': new Set(['cost', 'rules']),
-  'peek()': new Set(['rules']),
-  'reset()': new Set(['rules']),
-  'release()': new Set(['rules']),
-  'wait()': new Set(['cost', 'maxWaitMs', 'signal', 'rules']),
-};
+/** A method that takes options, and the names it takes. */
+interface CallSite {
+  readonly where: string;
+  readonly names: ReadonlySet<string>;
+}
 
-/** A call's options, checked: unknown names are errors (a typo must not pass silently). */
-function checkCall(options: ConsumeOptions | undefined, where: string): { cost: number; rules: readonly RuleOptions[] | undefined } {
-  if (options === undefined) return { cost: 1, rules: undefined };
+const site = (where: string, names: string[]): CallSite => ({ where, names: new Set(names) });
+const CONSUME = site('consume()', ['cost', 'rules']);
+const REFUND = site('refund()', ['cost', 'rules']);
+const PEEK = site('peek()', ['rules']);
+const RESET = site('reset()', ['rules']);
+const RELEASE = site('release()', ['rules']);
+const WAIT = site('wait()', ['cost', 'maxWaitMs', 'signal', 'rules']);
+
+/**
+ * Checks a call's options (unknown names are errors: a typo must not pass
+ * silently) and returns its cost. A number, not an object: the usual call
+ * allocates nothing for its options. The rules are `options?.rules`.
+ */
+function checkCall(options: ConsumeOptions | undefined, { where, names }: CallSite): number {
+  if (options === undefined) return 1;
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new FloodgateError(ErrorCodes.OPTION, `${where} options must be an object like { cost: 2 }, got ${describe(options)}.`);
   }
-  const allowed = callOptionNames[where] as ReadonlySet<string>;
   for (const name in options) {
-    if (!allowed.has(name)) throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `${where} has no option '${name}'; it takes ${[...allowed].join(' and ')}.`);
+    if (!names.has(name)) throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `${where} has no option '${name}'; it takes ${[...names].join(' and ')}.`);
   }
   const cost = options.cost ?? 1;
   if (!Number.isSafeInteger(cost) || cost < 1) {
     throw new FloodgateError(ErrorCodes.COST, `cost must be a positive integer, got ${describe(cost)}.`);
   }
-  return { cost, rules: options.rules };
+  return cost;
 }
 
 /** Rule sets given per call and compiled, remembered by content: at most this many. */
 const PER_CALL_RULE_SETS = 256;
+/** Rule sets found by the array a call gave without a lookup: a few plans. */
+const RECENT_GIVEN = 4;
 
 class StoreTimeoutError extends FloodgateError {
   constructor(timeoutMs: number) {
@@ -247,6 +257,8 @@ class RateLimiter implements Limiter {
   private active: Active;
   readonly store: Store;
   private readonly config: LimiterConfiguration;
+  /** The clock (config.now), read on every call. */
+  private readonly clock: () => number;
   private readonly events = new Emitter<LimiterEvents>();
   private readonly breaker = new Breaker();
   private readonly denials: DenyCache | undefined;
@@ -258,6 +270,8 @@ class RateLimiter implements Limiter {
   private unloggedErrors = 0;
   /** Rule sets given per call, by the array given (no work for one of a few constant arrays) ... */
   private readonly perCall = new WeakMap<readonly RuleOptions[], Active>();
+  /** The rule sets of the last arrays given, newest first. */
+  private recentGiven: Active[] = [];
   /** ... and by content, for arrays built anew for each call: bounded, oldest first out. */
   private readonly byContent = new Map<string, Active>();
   private activations = 0;
@@ -267,6 +281,7 @@ class RateLimiter implements Limiter {
 
   constructor(config: LimiterConfiguration) {
     this.config = config;
+    this.clock = config.now;
     this.store = config.store;
     this.active = this.activate(config.rules);
     this.tenancy = this.occupy();
@@ -287,8 +302,10 @@ class RateLimiter implements Limiter {
   /** The limiter's own rule set, or the one a call names. */
   private activeFor(rules: readonly RuleOptions[] | undefined): Active {
     if (rules === undefined) return this.active;
+    // The last few arrays given (a call picks one of a few plans) are found without a lookup.
+    for (const active of this.recentGiven) if (active.given === rules) return active;
     let active = this.perCall.get(rules);
-    if (active !== undefined) return active;
+    if (active !== undefined) return this.remember(active);
     if (!Array.isArray(rules)) {
       throw new FloodgateError(
         ErrorCodes.RULES,
@@ -303,6 +320,13 @@ class RateLimiter implements Limiter {
       this.byContent.set(content, active);
     }
     this.perCall.set(rules, active);
+    return this.remember(active);
+  }
+
+  /** Keeps `active` among the rule sets found without a lookup. */
+  private remember(active: Active): Active {
+    this.recentGiven.unshift(active);
+    if (this.recentGiven.length > RECENT_GIVEN) this.recentGiven.pop();
     return active;
   }
 
@@ -315,8 +339,9 @@ class RateLimiter implements Limiter {
   }
 
   now(): number {
-    const now = this.config.now();
-    if (Number.isSafeInteger(now) && now >= 0 && now <= MAX_NOW) return now; // Date.now() and any sane clock
+    const now = this.clock();
+    // One range check for Date.now() and any sane clock (NaN and non-numbers fail it); the rest only on a miss.
+    if (now >= 0 && now <= MAX_NOW && Math.floor(now) === now) return now;
     if (typeof now !== 'number' || !Number.isFinite(now) || now < 0 || now > MAX_NOW) {
       throw new FloodgateError(
         ErrorCodes.OPTION,
@@ -382,7 +407,8 @@ class RateLimiter implements Limiter {
 
   wait(keys: Keys, options?: WaitOptions): Promise<Decision> {
     try {
-      const { cost, rules } = checkCall(options, 'wait()');
+      const cost = checkCall(options, WAIT);
+      const rules = options?.rules;
       return this.waitingRoom().wait(keys, cost, rules, options?.maxWaitMs, options?.signal);
     } catch (error) {
       return Promise.reject(error);
@@ -429,8 +455,8 @@ class RateLimiter implements Limiter {
     // Not an async function: with a store that answers synchronously (MemoryStore) the
     // decision is made here and now, without the frame and promises an async function allocates.
     try {
-      const { cost, rules } = checkCall(options, 'consume()');
-      const active = this.activeFor(rules);
+      const cost = checkCall(options, CONSUME);
+      const active = options === undefined ? this.active : this.activeFor(options.rules);
       const ids = storeKeys(active.keying, keys);
       const decision = isPromise(ids) ? ids.then((resolved) => this.decide(keys, resolved, cost, active)) : this.decide(keys, ids, cost, active);
       return isPromise(decision) ? decision : Promise.resolve(decision);
@@ -537,7 +563,8 @@ class RateLimiter implements Limiter {
   }
 
   async peek(keys: Keys, options?: PeekOptions): Promise<Decision> {
-    const active = this.activeFor(checkCall(options, 'peek()').rules);
+    checkCall(options, PEEK);
+    const active = this.activeFor(options?.rules);
     const ids = await storeKeys(active.keying, keys);
     const ruleSet = active.ruleSet;
     const started = this.timed ? performance.now() : -1;
@@ -555,8 +582,8 @@ class RateLimiter implements Limiter {
   }
 
   async refund(keys: Keys, options?: ConsumeOptions): Promise<void> {
-    const { cost, rules } = checkCall(options, 'refund()');
-    const active = this.activeFor(rules);
+    const cost = checkCall(options, REFUND);
+    const active = this.activeFor(options?.rules);
     const ids = await storeKeys(active.keying, keys);
     this.denials?.forget(denialKey(active, ids));
     const started = this.timed ? performance.now() : -1;
@@ -571,7 +598,8 @@ class RateLimiter implements Limiter {
   }
 
   async release(keys: Keys, leaseId: string, options?: PeekOptions): Promise<void> {
-    const { rules } = checkCall(options, 'release()');
+    checkCall(options, RELEASE);
+    const rules = options?.rules;
     if (typeof leaseId !== 'string' || leaseId === '') return;
     const policy = this.config.onStoreError;
     if (leaseId.startsWith(INSURED)) {
@@ -594,7 +622,8 @@ class RateLimiter implements Limiter {
   }
 
   async reset(keys: Keys, options?: PeekOptions): Promise<void> {
-    const active = this.activeFor(checkCall(options, 'reset()').rules);
+    checkCall(options, RESET);
+    const active = this.activeFor(options?.rules);
     const ids = await storeKeys(active.keying, keys);
     this.denials?.forget(denialKey(active, ids));
     const result = this.store.reset(ids, active.ruleSet);

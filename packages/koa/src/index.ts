@@ -71,7 +71,7 @@ export function rateLimit(options: KoaRateLimitOptions): Middleware<RateLimitSta
   return async function floodgateRateLimit(ctx, next) {
     const outcome = await flow.run([ctx as Context]);
     if (outcome.kind === 'skip') return next();
-    ctx.set(Object.fromEntries(outcome.headers));
+    for (const [name, value] of outcome.headers) ctx.set(name, value);
     if (outcome.kind === 'pass') {
       if (!flow.mustSettle(outcome)) return next();
       const handled = next();

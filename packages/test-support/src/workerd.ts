@@ -13,7 +13,14 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { build } from 'esbuild';
 import { afterAll, beforeAll } from 'vitest';
-import workerdBinary from 'workerd';
+import workerdModule from 'workerd';
+
+/**
+ * The workerd binary's path. The package is CommonJS with an esModule default
+ * export: bundlers and vitest hand over the path, Node's own ESM loader the
+ * module object that holds it.
+ */
+const workerdBinary: string = typeof workerdModule === 'string' ? workerdModule : (workerdModule as unknown as { default: string }).default;
 
 /** How long workerd may take to listen: a loaded machine is slow to start it. */
 const STARTUP_MS = 30_000;

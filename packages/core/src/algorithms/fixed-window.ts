@@ -45,11 +45,13 @@ export const fixedWindow: VectorAlgorithm = {
   stateSize: () => 2,
 
   decide(rule, state, base, now, cost, out, next) {
-    let end = now - (now % rule.windowMs) + rule.windowMs;
+    let end: number;
     let count = 0;
     if (state !== null && (state[base] as number) > now) {
       end = state[base] as number;
       count = state[base + 1] as number;
+    } else {
+      end = now - (now % rule.windowMs) + rule.windowMs; // a new window (a modulo of doubles costs: only here)
     }
     if (countInWindow(rule, count, end - now, cost, out)) {
       next[0] = end;

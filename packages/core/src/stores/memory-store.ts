@@ -28,6 +28,9 @@ export interface MemoryStoreOptions {
   sweepIntervalMs?: number;
 }
 
+/** Rule sets whose tables a store finds without a lookup: a limiter's own, and a few plans. */
+const RECENT_RULE_SETS = 4;
+
 /** Entries the sweeper looks at per table per tick: bounds the pause on a large store. */
 const SWEEP_BUDGET = 20_000;
 
@@ -43,7 +46,7 @@ interface HeldBlock extends Block {
 /**
  * The keys of one rule: a Map from key to a slot, and each slot's numbers side
  * by side in one typed array (its expiry, then the algorithm's state), so a
- * key costs a Map entry, a few numbers and a byte, not an object, and a
+ * key costs a Map entry, a few numbers and a bit, not an object, and a
  * decision reads one stretch of memory. A call decides (`decide`, which writes
  * the state the call would leave into a buffer it is given) and, when every
  * rule of the call admits it, commits (`commit`, which stores that state).
@@ -56,8 +59,8 @@ abstract class Table {
   private readonly blocks = new Map<number, HeldBlock>();
   protected capacity = 0;
   protected slots = new Float64Array(0);
-  /** Per slot: whether its key was used since the eviction hand last passed it (see evictOldest). */
-  private referenced = new Uint8Array(0);
+  /** Per slot, one bit: whether its key was used since the eviction hand last passed it (see evictOldest). */
+  private referenced = new Int32Array(0);
   /** Numbers per slot. */
   protected readonly stride: number;
   private readonly freeSlots: number[] = [];
@@ -83,7 +86,8 @@ abstract class Table {
   find(key: string): number {
     const slot = this.index.get(key);
     if (slot === undefined) return -1;
-    this.referenced[slot] = 1;
+    const word = slot >> 5;
+    this.referenced[word] = (this.referenced[word] as number) | (1 << (slot & 31));
     return slot;
   }
 
@@ -96,7 +100,8 @@ abstract class Table {
       slot = this.used++;
     }
     this.index.set(key, slot);
-    this.referenced[slot] = 0;
+    const word = slot >> 5;
+    this.referenced[word] = (this.referenced[word] as number) & ~(1 << (slot & 31));
     return slot;
   }
 
@@ -104,7 +109,7 @@ abstract class Table {
    * Forgets the oldest key not used since the hand last passed it (the CLOCK,
    * or second-chance, approximation of least-recently-used): the Map keeps
    * keys in the order they came; a key used since is moved to the young end
-   * instead, its mark cleared. A hot key costs one byte written per use, not
+   * instead, its mark cleared. A hot key costs one bit set per use, not
    * a Map reshuffle. The hand is one iterator kept across evictions: a new
    * one would walk over every deleted entry the Map still keeps (until it
    * rehashes) to reach the first live one, O(deleted entries) per call, where
@@ -120,8 +125,10 @@ abstract class Table {
         continue;
       }
       const [key, slot] = oldest.value;
-      if (this.referenced[slot] === 1) {
-        this.referenced[slot] = 0;
+      const word = slot >> 5;
+      const bit = 1 << (slot & 31);
+      if (((this.referenced[word] as number) & bit) !== 0) {
+        this.referenced[word] = (this.referenced[word] as number) & ~bit;
         this.index.delete(key);
         this.index.set(key, slot);
         continue;
@@ -216,7 +223,7 @@ abstract class Table {
     const slots = new Float64Array(capacity * this.stride);
     slots.set(this.slots);
     this.slots = slots;
-    const referenced = new Uint8Array(capacity);
+    const referenced = new Int32Array(Math.ceil(capacity / 32));
     referenced.set(this.referenced);
     this.referenced = referenced;
     this.capacity = capacity;
@@ -269,8 +276,18 @@ class VectorTable extends Table {
     super(maxKeys, size);
   }
 
+  /** A plain array: a small typed array costs several times more to allocate than the 2 to 4 numbers it holds. */
   stateBuffer(): StateVector {
-    return new Float64Array(this.size);
+    switch (this.size) {
+      case 2:
+        return [0, 0];
+      case 3:
+        return [0, 0, 0];
+      case 4:
+        return [0, 0, 0, 0];
+      default:
+        return new Array<number>(this.size).fill(0);
+    }
   }
 
   protected decideState(slot: number, rule: CompiledRule, now: number, cost: number, out: Verdict, next: StateVector | null): void {
@@ -403,9 +420,11 @@ export class MemoryStore implements Store {
   private readonly sweepIntervalMs: number;
   private readonly tables = new Map<string, Table>();
   private bound = new WeakMap<RuleSet, Table[]>();
-  /** The rule set seen last and its tables: a limiter calls with the same one until its rules change. */
-  private lastRuleSet: RuleSet | undefined;
-  private lastTables: Table[] = [];
+  /**
+   * The rule sets of the last calls and their tables, newest first: a limiter
+   * calls with one until its rules change, or alternates between a few plans.
+   */
+  private recent: { readonly ruleSet: RuleSet; readonly tables: Table[] }[] = [];
   private timer: ReturnType<typeof setInterval> | undefined;
 
   constructor(options: MemoryStoreOptions = {}) {
@@ -529,7 +548,7 @@ export class MemoryStore implements Store {
     for (const table of this.tables.values()) table.dropped = true;
     this.tables.clear();
     this.bound = new WeakMap();
-    this.lastRuleSet = undefined;
+    this.recent = [];
   }
 
   /**
@@ -549,21 +568,29 @@ export class MemoryStore implements Store {
       if (table.index.size === 0 && !table.touched) {
         table.dropped = true;
         this.tables.delete(id);
+        this.recent = [];
       }
       table.touched = false;
     }
   }
 
   private tablesOf(ruleSet: RuleSet): Table[] {
-    let tables = ruleSet === this.lastRuleSet ? this.lastTables : this.bound.get(ruleSet);
+    // A rule set of the last calls: its tables, marked used (the sweeper, which drops tables, forgets these).
+    for (const entry of this.recent) {
+      if (entry.ruleSet !== ruleSet) continue;
+      for (const table of entry.tables) {
+        table.touched = true;
+        table.now = ruleSet.now;
+      }
+      return entry.tables;
+    }
+    let tables = this.bound.get(ruleSet);
     if (tables === undefined || tables.some((table) => table.dropped)) {
       tables = ruleSet.rules.map((rule) => this.tableFor(ruleSet.prefix, rule));
       this.bound.set(ruleSet, tables);
     }
-    if (ruleSet !== this.lastRuleSet) {
-      this.lastRuleSet = ruleSet;
-      this.lastTables = tables;
-    }
+    this.recent.unshift({ ruleSet, tables });
+    if (this.recent.length > RECENT_RULE_SETS) this.recent.pop();
     for (const table of tables) {
       table.touched = true;
       table.now = ruleSet.now;
