@@ -1,6 +1,6 @@
 // @ts-check
-// What the examples' tests share: run an example as CI does, and check that
-// the processes it started are gone.
+// What the examples' tests and demos share: run an example as CI does, wait
+// for a started one to listen, and check that the processes it started are gone.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 
@@ -23,4 +23,31 @@ export function alive(pid) {
   } catch {
     return false;
   }
+}
+
+/**
+ * Resolves with the URL of the "listening on <url>" line a started example
+ * prints; rejects when it exits first or prints none within `timeoutMs`.
+ * @param {import('node:child_process').ChildProcess} child spawned with stdout piped
+ * @param {number} timeoutMs
+ * @param {string} what the process, as errors name it
+ * @returns {Promise<string>}
+ */
+export function listeningUrl(child, timeoutMs, what = 'the example') {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${what} did not listen within ${timeoutMs / 1000} s`)), timeoutMs);
+    let out = '';
+    child.stdout?.on('data', (chunk) => {
+      out += chunk;
+      const match = /listening on (http:\/\/\S+)/.exec(out);
+      if (match) {
+        clearTimeout(timer);
+        resolve(/** @type {string} */ (match[1]));
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${what} exited with ${code} before listening`));
+    });
+  });
 }

@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { listeningUrl } from '../example-test.mjs';
 
 const state = mkdtempSync(join(tmpdir(), 'floodgate-example-state-'));
 const started = performance.now();
@@ -25,19 +26,7 @@ async function start() {
     process.kill(-child.pid, 'SIGKILL');
     await exited;
   };
-  const url = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('the example did not listen within 30 s')), 30_000);
-    let out = '';
-    child.stdout.on('data', (chunk) => {
-      out += chunk;
-      const match = /listening on (http:\/\/\S+)/.exec(out);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1]);
-      }
-    });
-    child.once('exit', (code) => reject(new Error(`the example exited with ${code} before listening`)));
-  }).catch(async (error) => {
+  const url = await listeningUrl(child, 30_000).catch(async (error) => {
     await stop();
     throw error;
   });

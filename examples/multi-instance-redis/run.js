@@ -15,6 +15,7 @@
 import { spawn } from 'node:child_process';
 import { RedisRuleSource } from '@floodgate/core';
 import { Redis } from 'ioredis';
+import { listeningUrl } from '../example-test.mjs';
 import { startRedis } from '../private-redis.mjs';
 
 const REQUESTS_PER_INSTANCE = 40;
@@ -42,23 +43,8 @@ async function startApp(instance, redisPort) {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   children.push(child);
-  const url = await new Promise((resolve, reject) => {
-    let output = '';
-    const timer = setTimeout(() => reject(new Error(`app ${instance} did not start within 15 s`)), 15_000);
-    child.stdout?.on('data', (chunk) => {
-      output += chunk;
-      const match = /listening on (http:\/\/\S+)/.exec(output);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1]);
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`app ${instance} exited with ${code} before listening`));
-    });
-  });
-  return { instance, url: /** @type {string} */ (url), pid: /** @type {number} */ (child.pid), child };
+  const url = await listeningUrl(child, 15_000, `app ${instance}`);
+  return { instance, url, pid: /** @type {number} */ (child.pid), child };
 }
 
 /**

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
+import { listeningUrl } from '../example-test.mjs';
 
 const frozenClock = new URL('../frozen-clock.mjs', import.meta.url).href;
 
@@ -16,22 +17,7 @@ async function start(env = {}) {
     env: { ...process.env, PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const url = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('the example did not start within 15 s')), 15_000);
-    let out = '';
-    child.stdout.on('data', (chunk) => {
-      out += chunk;
-      const match = /listening on (http:\/\/\S+)/.exec(out);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1]);
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`the example exited with ${code} before listening`));
-    });
-  });
+  const url = await listeningUrl(child, 15_000);
   let admitted = 0;
   /** GET /api/search as the client at `ip`, signed in as `user` if given. @param {string} ip @param {string} [user] */
   const search = async (ip, user) => {
