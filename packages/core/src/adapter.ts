@@ -37,4 +37,4 @@ export { PROBLEM_CONTENT_TYPE, type ProblemOptions, problemResponse, problemType
 export { expressProxyTrust, fastifyProxyTrust, koaProxyTrust, type ProxyTrust, socketOnlyProxyTrust } from './http/proxy-trust.js';
 export type { ValidationFacts } from './http/validate.js';
 export { isUnmeasured } from './limiter.js';
-export { derivedPrefix, limiterOptionNames, overlayLimiterOptions, ruleShorthandNames } from './options.js';
+export { derivedPrefix, givenOptions, limiterOptionNames, overlayLimiterOptions, ruleShorthandNames } from './options.js';

@@ -119,6 +119,15 @@ export function derivedPrefix(base: string | undefined, name: string): string {
 }
 
 /**
+ * The options a level gives: those set to `undefined` dropped, as
+ * `createLimiter()` reads them (not given), so that `{ limit: tier.limit }`
+ * for a tier without one keeps what the level above says.
+ */
+export function givenOptions<T extends object>(options: T): Partial<T> {
+  return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as Partial<T>;
+}
+
+/**
  * The limiter options of a nested level (a route under a plugin, a handler
  * under a controller) laid over the level above: the level's own options win;
  * its `rules` replace the one-rule shorthand above (`limit`, `windowMs`, ...)
@@ -141,8 +150,8 @@ export function overlayLimiterOptions(
 ): Record<string, unknown> {
   const merged: Record<string, unknown> = {};
   const ownOptions: Record<string, unknown> = {};
-  // An option set to undefined is not given, as createLimiter() reads it: it neither replaces nor overrides what is above.
-  for (const [name, value] of Object.entries(own)) if (limiterOptionNames.has(name) && value !== undefined) ownOptions[name] = value;
+  // An option set to undefined is not given (givenOptions): it neither replaces nor overrides what is above.
+  for (const [name, value] of Object.entries(givenOptions(own))) if (limiterOptionNames.has(name)) ownOptions[name] = value;
   const ownShorthand = Object.keys(ownOptions).some((name) => ruleShorthandNames.has(name));
   for (const [name, value] of Object.entries(above ?? {})) {
     if (!limiterOptionNames.has(name)) continue;

@@ -3,6 +3,7 @@ import {
   createKeyBy,
   createRateLimitFlow,
   fastifyProxyTrust,
+  givenOptions,
   joinHeader,
   type KeyBy,
   limiterOptionNames,
@@ -137,8 +138,7 @@ const hasLimits = (options: Options) => options.limiter !== undefined || Object.
  * namespace so that it never shares counts with another route on a shared store.
  */
 function mergeOptions(plugin: Options, given: Options, shared: Limiter | undefined, route: string): Options {
-  // An option set to undefined is not given (as createLimiter reads it): the plugin's value stays.
-  const own = Object.fromEntries(Object.entries(given).filter(([, value]) => value !== undefined));
+  const own: Options = givenOptions(given); // an option set to undefined is not given: the plugin's value stays
   const merged: Options = {};
   for (const [name, value] of Object.entries(plugin)) if (name !== 'limiter' && !limiterOptionNames.has(name)) merged[name] = value;
   if (!hasLimits(own)) {

@@ -143,6 +143,8 @@ class PlainController {
   }
 }
 
+const tier: { limit?: number; headers?: 'legacy' } = {};
+
 @Controller('cats')
 @RateLimit({ limit: 3 })
 class CatsController {
@@ -173,6 +175,13 @@ class CatsController {
   @RateLimit({ rules: [{ name: 'per-second', limit: 1, windowMs: 1000 }] })
   rules() {
     return 'rules';
+  }
+
+  // Options built from an optional tier: undefined is not given, so the controller's limiter and the module's headers stay.
+  @Get('tier')
+  @RateLimit({ limit: tier.limit, headers: tier.headers })
+  tier() {
+    return 'tier';
   }
 
   @Get('free')
@@ -280,6 +289,8 @@ describe.each<Platform>(['express', 'fastify'])('NestJS on %s', (platform) => {
       // `limiter` replaces the rule options above; `rules` replaces the shorthand above.
       expect(await get(running, '/cats/shared')).toMatchObject({ status: 200, limit: '7', remaining: '6' });
       expect(await get(running, '/cats/rules')).toMatchObject({ status: 200, policy: '"per-second";q=1;w=1' });
+      // Options set to undefined: the controller's limiter (spent above) and the module's headers.
+      expect(await get(running, '/cats/tier')).toMatchObject({ status: 429, limit: '3', policy: '"default";q=3;w=60' });
     } finally {
       await running.close();
     }

@@ -4,6 +4,7 @@ import {
   createRateLimitFlow,
   expressProxyTrust,
   fastifyProxyTrust,
+  givenOptions,
   joinHeader,
   type KeyBy,
   limiterOptionNames,
@@ -101,7 +102,8 @@ export function inherit(parent: Level | undefined, own: NestRateLimitOptions, na
   if (typeof own !== 'object' || own === null || Array.isArray(own)) createFlow(own); // throws, saying what it takes
   const options: Record<string, unknown> = { ...parent?.options };
   const ownLimiter: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(own)) {
+  // An option set to undefined is not given: what the level above says stays (a limit, headers, ...).
+  for (const [name, value] of Object.entries(givenOptions(own))) {
     if (limiterOptionNames.has(name)) ownLimiter[name] = value;
     else if (name !== 'limiter') options[name] = value;
   }
