@@ -12,7 +12,8 @@ local function cc_units(lease) return integer(string.match(lease, '^(%d+)%.')) e
 
 -- Units of the leases in the set, and of those already ended, and the end of the last one.
 local function cc_read(key, clock)
-  if not is_zset(key) then return nil end
+  local kind = type_of(key)
+  if kind ~= 'zset' then return kind ~= 'none' and { corrupt = true, used = 0 } or nil end
   local now = now_of(clock)
   local total = -1 - (tonumber(redis.call('ZSCORE', key, '#')) or -1)
   local ended, gone = redis.call('ZRANGEBYSCORE', key, 0, now), 0

@@ -11,8 +11,9 @@ ALGORITHMS.fw = {
   read = function(key, rule, clock)
     local held = read_string(key, 'fw', clock)
     if not held then return nil end
+    -- A count INCRBY takes: the text fmt writes ("01" or "1e3" are numbers to Lua, not to Redis).
     local count = integer(held.raw)
-    if not (count and held.ttl) then return nil, held end
+    if not (count and held.ttl and fmt(count) == held.raw) then return nil, held end
     return { count = count, ms_to_end = held.ttl }, held
   end,
 

@@ -23,18 +23,6 @@
 -- JavaScript.
 
 local ALGORITHMS = {}
-local MAX_EXACT = 9007199254740991
-
--- A number read from Redis, if it is an integer this library could have
--- written. Anything else was written by someone else, or is corrupt, and
--- reads as no state: a poisoned key starts over instead of failing its calls.
-local function integer(text)
-  local n = tonumber(text)
-  if n and n >= 0 and n <= MAX_EXACT and n == math.floor(n) then return n end
-  return nil
-end
-
-local function fmt(n) return string.format('%d', n) end
 
 local function fail(message) error({ err = 'FG_' .. message }) end
 
@@ -48,10 +36,7 @@ local function clock_of(arg)
 end
 
 local function now_of(clock)
-  if not clock.now then
-    local time = redis.call('TIME')
-    clock.now = time[1] * 1000 + math.floor(time[2] / 1000)
-  end
+  if not clock.now then clock.now = server_now() end
   return clock.now
 end
 
@@ -89,8 +74,7 @@ end
 local function deadline(clock, ms)
   local at = now_of(clock) + ms
   if not clock.server and not clock.checked then
-    local time = redis.call('TIME')
-    local behind = time[1] * 1000 + math.floor(time[2] / 1000) - at
+    local behind = server_now() - at
     if behind > 1000 then fail('CLOCK the caller\'s clock is ' .. fmt(behind) .. ' ms behind Redis\'s') end
     clock.checked = true
   end
@@ -123,10 +107,15 @@ local function get_string(key)
   return nil
 end
 
-local function is_zset(key)
+-- A key's type: 'none' when it is missing. The sorted sets' algorithms
+-- (sliding-log, concurrency) read a key of another type (a rule whose
+-- algorithm changed under the same name, or someone else's) as corrupt
+-- state, which their next write replaces.
+local function type_of(key)
   local kind = redis.call('TYPE', key)
-  return kind.ok == 'zset' or kind == 'zset'
+  return kind.ok or kind
 end
+
 
 -- Whether a key carries an expiry: every key this library writes does, so one
 -- without was written by someone else and is not to be trusted.
@@ -259,7 +248,7 @@ end
 
 -- Writes a block on a sorted set, its members as they were.
 local function block_zset(key, held, block, clock)
-  if redis.call('EXISTS', key) == 1 and not is_zset(key) then redis.call('DEL', key) end
+  if type_of(key) ~= 'zset' then redis.call('DEL', key) end
   if held and held.member then redis.call('ZREM', key, held.member) end
   redis.call('ZADD', key, '-inf', '!' .. block_text(block))
   keep(key, math.max(ttl_of(key, clock) or 0, block.forget - now_of(clock)), clock)

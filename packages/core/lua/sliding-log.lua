@@ -28,7 +28,8 @@ local sliding_log = {
   -- The state, and the set's block member (see zset_block). Unreadable
   -- members (written by someone else, or corrupt) read as no state.
   read = function(key, rule, clock)
-    if not is_zset(key) then return nil end
+    local kind = type_of(key)
+    if kind ~= 'zset' then return kind ~= 'none' and { corrupt = true, used = 0 } or nil, {} end
     local held = zset_block(key, clock)
     local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
     if held.member and newest[1] == held.member then return nil, held end -- a block, no calls

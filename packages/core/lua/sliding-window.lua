@@ -3,29 +3,8 @@
 -- before it (oldest first), and expires when the newest count leaves the
 -- window: at that segment's end + windowMs. Its TTL tells where that segment
 -- lies from now (or, on a key that also holds a block, the state's end).
--- View: the phase (ms into the current segment), then c0..cS as seen from it.
-
--- The counts and phase a stored state stands for now, and ms to the current segment's end.
-local function sw_seen(rule, counts, ttl)
-  local G, S = rule.seg_ms, rule.segments
-  local ends_in = ttl - rule.window -- ms until the newest counted segment ends
-  local shift, phase = 0, 0
-  if ends_in > G then
-    -- That segment is later than now's: the clock went back, and time stands
-    -- still for the key at the start of its newest segment.
-    return counts, 0, ends_in
-  elseif ends_in > 0 then
-    phase = G - ends_in
-  else
-    shift = math.floor(-ends_in / G) + 1
-    phase = -ends_in % G
-  end
-  local seen = {}
-  for i = 0, S do
-    seen[i] = counts[i + shift] or 0
-  end
-  return seen, phase, G - phase
-end
+-- View: the phase (ms into the current segment), then c0..cS as seen from it
+-- (sw_seen, in fast.lua).
 
 local sliding_window = {
   -- sw:<limit>:<windowMs>:<segments>

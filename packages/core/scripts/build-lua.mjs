@@ -1,8 +1,11 @@
 #!/usr/bin/env node
 // Assembles packages/core/lua/*.lua into Floodgate's Redis library: the files
-// concatenated in a fixed order, then either the registration of its two
+// concatenated in a fixed order, then either the registration of its three
 // functions (FUNCTION LOAD, then FCALL: the default) or a dispatch line that
 // makes the same text a script (EVALSHA, where Functions are unavailable).
+// The fast path (fast.lua, first in the order and using nothing after it) is
+// also a script of its own, so that in script mode a call on the fast path
+// does not run the whole library.
 // Writes src/stores/redis/library.generated.ts (committed, so the sources
 // type-check and test without a build; a test fails when it is stale). Run by
 // `pnpm build`; `node scripts/build-lua.mjs --check` only checks.
@@ -18,7 +21,7 @@ const LUA_DIR = new URL('../lua/', import.meta.url);
 const TARGET = new URL('../src/stores/redis/library.generated.ts', import.meta.url);
 
 /** The library's files, in the order they are concatenated: each uses only what comes before it. */
-export const FILES = ['prelude.lua', 'fixed-window.lua', 'sliding-window.lua', 'meter.lua', 'sliding-log.lua', 'concurrency.lua', 'calls.lua'];
+export const FILES = ['fast.lua', 'prelude.lua', 'fixed-window.lua', 'sliding-window.lua', 'meter.lua', 'sliding-log.lua', 'concurrency.lua', 'calls.lua'];
 
 export const sha1 = (text) => createHash('sha1').update(text).digest('hex');
 
@@ -28,23 +31,30 @@ export function assembleLibrary() {
   const name = `floodgate_${version}`;
   const write = `fg_${version}`;
   const readOnly = `fg_${version}_ro`;
+  const fast = `fg_${version}_fast`;
   const functions = [
     `#!lua name=${name}`,
     body,
     `redis.register_function{ function_name = '${write}', callback = function(keys, args) return call(keys, args, false) end }`,
     `redis.register_function{ function_name = '${readOnly}', callback = function(keys, args) return call(keys, args, true) end, flags = { 'no-writes' } }`,
+    // What the fast path leaves, the general path decides in the same call.
+    `redis.register_function{ function_name = '${fast}', callback = function(keys, args) return fast(keys, args) or call(keys, { 'consume', '', args[2], '', args[1] }, false) end }`,
     '',
   ].join('\n');
   // A shebang makes Redis check for OOM before the script runs, as it does for functions.
   const script = (flags, readOnlyCall) => `#!lua${flags}\n${body}\nreturn call(KEYS, ARGV, ${readOnlyCall})\n`;
   const writeScript = script('', 'false');
   const readOnlyScript = script(' flags=no-writes', 'true');
+  // nil (a null reply) where the fast path cannot decide: the store then runs the write script.
+  const fastScript = `#!lua\n${body.slice(0, body.indexOf('\n-- prelude.lua\n'))}\nreturn fast(KEYS, ARGV)\n`;
+  const entry = (source) => ({ source, sha1: sha1(source) });
   return {
     name,
     functions,
     write,
     readOnly,
-    scripts: { write: { source: writeScript, sha1: sha1(writeScript) }, readOnly: { source: readOnlyScript, sha1: sha1(readOnlyScript) } },
+    fast,
+    scripts: { write: entry(writeScript), readOnly: entry(readOnlyScript), fast: entry(fastScript) },
   };
 }
 

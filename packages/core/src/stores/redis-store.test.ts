@@ -540,10 +540,17 @@ describe('RedisStore against hostile calls and state', () => {
       [{ algorithm: 'sliding-log', limit: 3, windowMs: 60_000 }, (key) => redis.zadd(key, String(Date.now()), 'nonsense')],
       [{ algorithm: 'concurrency', limit: 3, windowMs: 60_000 }, (key) => redis.zadd(key, '+inf', '5.x', '-99', '#')],
       [{ algorithm: 'fixed-window', limit: 3, windowMs: 60_000 }, (key) => redis.set(key, '1e400', 'PX', 60_000)],
+      // Numbers to Lua's tonumber, not to INCRBY.
+      [{ algorithm: 'fixed-window', limit: 3, windowMs: 60_000 }, (key) => redis.set(key, '01', 'PX', 60_000)],
+      [{ algorithm: 'fixed-window', limit: 3, windowMs: 60_000 }, (key) => redis.set(key, '1e0', 'PX', 60_000)],
       [{ algorithm: 'gcra', limit: 3, windowMs: 60_000 }, (key) => redis.set(key, '99999999999999999999999:1:1', 'PX', 60_000)],
       [{ algorithm: 'token-bucket', limit: 3, windowMs: 60_000 }, (key) => redis.set(key, '5:0:0', 'PX', 60_000)],
       [{ algorithm: 'sliding-window', limit: 3, windowMs: 60_000 }, (key) => redis.set(key, '60000:x:1', 'PX', 60_000)],
       [{ algorithm: 'fixed-window', limit: 3, windowMs: 60_000 }, (key) => redis.hset(key, 'a', '1')],
+      // A string where a sorted set belongs: what a rule whose algorithm changed under the same name finds.
+      [{ algorithm: 'sliding-log', limit: 3, windowMs: 60_000 }, (key) => redis.set(key, '2', 'PX', 60_000)],
+      [{ algorithm: 'sliding-log', limit: 3, windowMs: 60_000 }, (key) => redis.set(key, '2|fw:0:99999999999999:9:9:99999999999999')],
+      [{ algorithm: 'concurrency', limit: 3, windowMs: 60_000 }, (key) => redis.set(key, '2:1:1', 'PX', 60_000)],
     ];
     for (const [rule, poison] of poisons) {
       const prefix = fresh('poison');
@@ -585,7 +592,12 @@ describe('RedisStore against hostile calls and state', () => {
           'FUNCTION',
           'LOAD',
           'REPLACE',
-          `#!lua name=${LIBRARY.name}\nredis.register_function('${LIBRARY.write}', function(keys, args) if args[1] == 'reset' then redis.call('DEL', keys[1]) end return ${lua} end)\nredis.register_function{ function_name = '${LIBRARY.readOnly}', callback = function() return 0 end, flags = { 'no-writes' } }`,
+          [
+            `#!lua name=${LIBRARY.name}`,
+            `redis.register_function('${LIBRARY.write}', function(keys, args) if args[1] == 'reset' then redis.call('DEL', keys[1]) end return ${lua} end)`,
+            `redis.register_function('${LIBRARY.fast}', function() return ${lua} end)`, // the fixed window's consume
+            `redis.register_function{ function_name = '${LIBRARY.readOnly}', callback = function() return 0 end, flags = { 'no-writes' } }`,
+          ].join('\n'),
         );
         await client.set(`${prefix}{k}:default`, '3', 'PX', 60_000);
         const decision = await limiter.consume('k');

@@ -42,6 +42,9 @@ export interface RedisStoreOptions {
   mode?: 'functions' | 'scripts';
 }
 
+/** The library's functions (and scripts): see RedisLibrary. */
+type Entry = 'write' | 'readOnly' | 'fast';
+
 /** The operations of the library (lua/calls.lua). */
 type Operation = 'consume' | 'peek' | 'deny' | 'refund' | 'release' | 'reset' | 'undo';
 
@@ -50,6 +53,12 @@ interface Prepared {
   /** Per rule: the part of its Redis key after the store key (`}:<rule name>`). */
   readonly suffixes: readonly string[];
   readonly views: readonly RuleView[];
+  /**
+   * Whether a consume takes the fast path (lua/fast.lua): one plain rule, on
+   * Redis's own clock. It then sends the key, the rule's spec and the cost,
+   * and the library leaves out the block's numbers, all 0 (see consumeFast).
+   */
+  readonly fast: boolean;
 }
 
 /** One call of the library: some rules of a call (all of them, unless a Cluster splits them by slot) and their keys. */
@@ -186,8 +195,11 @@ export class RedisStore implements Store {
   async consume(keys: StoreKeys, ruleSet: RuleSet, cost: number, now: number, leaseId = ''): Promise<RuleDecision[]> {
     const prepared = this.prepare(ruleSet);
     const batches = this.batches(keys, ruleSet, prepared);
-    if (batches.length === 1)
-      return this.merged(batches, [await this.decide(batches[0] as Batch, 'consume', cost, now, leaseId, prepared)], ruleSet, prepared, cost, 'consume');
+    if (batches.length === 1) {
+      const batch = batches[0] as Batch;
+      const reply = prepared.fast ? await this.consumeFast(batch, cost, prepared) : await this.decide(batch, 'consume', cost, now, leaseId, prepared);
+      return this.merged(batches, [reply], ruleSet, prepared, cost, 'consume');
+    }
     // A Cluster, and the keys of the call in several slots: one call per slot, in turn, the
     // slot of `global` rules (shared by every client) last. When one denies, the slots that
     // admitted give back what they took before this call returns, and the slots not asked
@@ -281,6 +293,22 @@ export class RedisStore implements Store {
   }
 
   /**
+   * A consume of one plain rule on the fast path: the reply, checked, with the
+   * block's numbers (all 0) put back. Where fast.lua cannot decide (a key
+   * holding a block, or another rule's state), the function answers as the
+   * write function does, and the script answers nil, having written nothing:
+   * the call then runs the write script.
+   */
+  private async consumeFast(batch: Batch, cost: number, prepared: Prepared): Promise<number[]> {
+    const reply = await this.invoke(batch.keys, [batch.specs[0] as string, String(cost)], 'fast');
+    if (reply === null) return this.decide(batch, 'consume', cost, 0, '', prepared);
+    const size = 1 + (prepared.views[0] as RuleView).size;
+    const numbers = readReply(reply, Array.isArray(reply) && reply.length === size ? size : size - 3);
+    if (numbers.length < size) numbers.push(0, 0, 0);
+    return numbers;
+  }
+
+  /**
    * Every rule's decision from the batches' replies, worked out from the
    * views with the memory store's arithmetic. Rules of a peek, and of a call
    * denied in another slot (`denied`), report what they hold now; the rules
@@ -323,29 +351,36 @@ export class RedisStore implements Store {
   private prepare(ruleSet: RuleSet): Prepared {
     let prepared = this.prepared.get(ruleSet);
     if (prepared === undefined) {
-      prepared = { suffixes: ruleSet.rules.map((rule) => `}:${rule.name}`), views: ruleSet.rules.map(viewOf) };
+      const views = ruleSet.rules.map(viewOf);
+      const fast = this.serverClock && views.length === 1 && (views[0] as RuleView).fast;
+      prepared = { suffixes: ruleSet.rules.map((rule) => `}:${rule.name}`), views, fast };
       this.prepared.set(ruleSet, prepared);
     }
     return prepared;
   }
 
-  /** Runs one operation of the library on a batch: FCALL, or EVALSHA in scripts mode. */
-  private async send(batch: Batch, op: Operation, cost: number, now: number, leaseId: string, readOnly: boolean): Promise<unknown> {
+  /** Runs one operation of the library on a batch. */
+  private send(batch: Batch, op: Operation, cost: number, now: number, leaseId: string, readOnly: boolean): Promise<unknown> {
+    return this.invoke(batch.keys, [op, this.serverClock ? '' : String(now), String(cost), leaseId, ...batch.specs], readOnly ? 'readOnly' : 'write');
+  }
+
+  /** Runs one function of the library: FCALL, or EVALSHA in scripts mode. */
+  private async invoke(keys: string[], args: string[], entry: Entry): Promise<unknown> {
     // Fail fast while the client is between connections: a command sent now would wait in
     // its offline queue, and run late (counting a request already decided) when Redis returns.
     const offline = this.connection.offline();
     if (offline !== undefined) throw new FloodgateError(ErrorCodes.STORE_UNAVAILABLE, `The Redis client is not connected (${offline}).`);
-    const args = [op, this.serverClock ? '' : String(now), String(cost), leaseId, ...batch.specs];
     try {
-      return await this.run(batch.keys, args, readOnly);
+      return await this.run(keys, args, entry);
     } catch (error) {
       throw libraryError(error);
     }
   }
 
-  private async run(keys: string[], args: string[], readOnly: boolean): Promise<unknown> {
+  private async run(keys: string[], args: string[], entry: Entry): Promise<unknown> {
+    const readOnly = entry === 'readOnly';
     if (this.mode === 'functions') {
-      const name = readOnly ? LIBRARY.readOnly : LIBRARY.write;
+      const name = LIBRARY[entry];
       try {
         return await this.connection.fcall(name, readOnly, keys, args);
       } catch (error) {
@@ -356,7 +391,7 @@ export class RedisStore implements Store {
           } catch (loadError) {
             if (this.pinned || !functionsUnavailable(loadError)) throw loadError;
             this.mode = 'scripts';
-            return this.run(keys, args, readOnly);
+            return this.run(keys, args, entry);
           }
           return this.connection.fcall(name, readOnly, keys, args);
         }
@@ -364,7 +399,7 @@ export class RedisStore implements Store {
         this.mode = 'scripts';
       }
     }
-    const script = readOnly ? LIBRARY.scripts.readOnly : LIBRARY.scripts.write;
+    const script = LIBRARY.scripts[entry];
     try {
       return await this.connection.evaluate(script, true, readOnly, keys, args);
     } catch (error) {

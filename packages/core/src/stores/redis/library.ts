@@ -6,7 +6,7 @@ export interface LuaScript {
 
 /**
  * Floodgate's Redis library (packages/core/lua), as Redis 7 Functions and, for
- * servers without them, as two scripts of the same text.
+ * servers without them, as scripts of the same text.
  */
 export interface RedisLibrary {
   /** The library's name for FUNCTION LOAD: `floodgate_<hash of its text>`. */
@@ -17,6 +17,13 @@ export interface RedisLibrary {
   readonly write: string;
   /** The function peek calls: flagged no-writes, so FCALL_RO runs it on a replica. */
   readonly readOnly: string;
-  /** The same library as scripts, for EVALSHA. */
-  readonly scripts: { readonly write: LuaScript; readonly readOnly: LuaScript };
+  /**
+   * The fast path (lua/fast.lua): a consume of one plain rule on Redis's
+   * clock, taking the key, the rule's spec and the cost. It answers the
+   * rule's view without the block's numbers, or, for a key it cannot decide,
+   * what the write function answers.
+   */
+  readonly fast: string;
+  /** The same library as scripts, for EVALSHA; `fast` is fast.lua alone, and answers nil where it cannot decide. */
+  readonly scripts: { readonly write: LuaScript; readonly readOnly: LuaScript; readonly fast: LuaScript };
 }

@@ -20,6 +20,8 @@ export interface RuleView {
   readonly spec: string;
   /** Numbers in the rule's view. */
   readonly size: number;
+  /** Whether lua/fast.lua can decide a consume of this rule alone: a plain rule (no blockMs) of fixed-window, sliding-window or a meter. */
+  readonly fast: boolean;
   /** Fills `out` for a call of `cost` from the view in `reply[at..at + size)` (numbers, already checked). */
   verdict(reply: readonly number[], at: number, cost: number, out: Verdict): void;
 }
@@ -57,6 +59,7 @@ export function viewOf(rule: CompiledRule): RuleView {
   return {
     spec: rule.blockMs > 0 ? `${view.spec}|${rule.blockMs}:${rule.maxBlockMs}` : view.spec,
     size: at + 3,
+    fast: view.fast && rule.blockMs === 0,
     verdict: (reply, from, cost, out) => {
       view.verdict(reply, from, cost, out);
       const left = reply[from + at] as number;
@@ -72,6 +75,7 @@ function algorithmView(rule: CompiledRule): RuleView {
       return {
         spec: `fw:${rule.limit}:${rule.windowMs}`,
         size: 2, // count, ms to the window's end
+        fast: true,
         verdict: (reply, at, cost, out) => {
           countInWindow(rule, reply[at] as number, reply[at + 1] as number, cost, out);
         },
@@ -80,6 +84,7 @@ function algorithmView(rule: CompiledRule): RuleView {
       return {
         spec: `sw:${rule.limit}:${rule.windowMs}:${rule.segments}`,
         size: rule.segments + 2, // phase, counts oldest first
+        fast: true,
         verdict: (reply, at, cost, out) => {
           // The memory store's state at segment 0 ([segmentMs, 0, counts...]), decided `phase` ms into it.
           const state = [rule.segmentMs, 0, ...reply.slice(at + 1, at + rule.segments + 2)];
@@ -90,6 +95,7 @@ function algorithmView(rule: CompiledRule): RuleView {
       return {
         spec: `sl:${rule.limit}:${rule.windowMs}`,
         size: 3, // units in the window, ms until they have left it, ms until the call fits
+        fast: false,
         verdict: (reply, at, cost, out) => {
           countedUnits(rule, reply[at] as number, reply[at + 1] as number, reply[at + 2] as number, rule.windowMs, cost, out);
         },
@@ -98,6 +104,7 @@ function algorithmView(rule: CompiledRule): RuleView {
       return {
         spec: `cc:${rule.limit}:${rule.windowMs}`,
         size: 3, // units in use, ms until the last lease ends, ms until the call fits
+        fast: false,
         verdict: (reply, at, cost, out) => {
           const resetNow = reply[at + 1] as number;
           countedUnits(rule, reply[at] as number, resetNow, reply[at + 2] as number, Math.max(resetNow, rule.windowMs), cost, out);
@@ -108,6 +115,7 @@ function algorithmView(rule: CompiledRule): RuleView {
       return {
         spec: `m:${rule.burst}:${rule.unitsPerToken}:${rule.unitsPerMs}`,
         size: 1, // the level now
+        fast: true,
         verdict: (reply, at, cost, out) => {
           decideLevel(rule, reply[at] as number, cost, out);
         },

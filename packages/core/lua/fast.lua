@@ -1,0 +1,192 @@
+-- The fast path: a consume of one rule on Redis's own clock, by a rule
+-- without blocks, of the algorithms whose state is one plain string
+-- (fixed-window, sliding-window and the meter). It takes the key, the rule's
+-- spec and the cost, and answers as `call` would (see calls.lua) but for the
+-- block's three numbers, all 0 here, without the general path's tables and
+-- clock object: on one key, those cost as much as the commands. It decides only a key that is missing or holds the
+-- plain state the general path writes for that rule; anything else (a block,
+-- another algorithm's or another rule's state, a cost the rule can never
+-- admit) returns nil before anything is written, and the caller takes the
+-- general path. The conformance suite and a differential test hold the two
+-- paths to the same decisions and the same keys.
+--
+-- This file comes first and uses nothing after it: the script mode runs it
+-- alone. Its helpers serve the rest of the library too.
+
+local MAX_EXACT = 9007199254740991
+
+-- A number read from Redis, if it is an integer this library could have
+-- written. Anything else was written by someone else, or is corrupt, and
+-- reads as no state: a poisoned key starts over instead of failing its calls.
+local function integer(text)
+  local n = tonumber(text)
+  if n and n >= 0 and n <= MAX_EXACT and n == math.floor(n) then return n end
+  return nil
+end
+
+local function fmt(n) return string.format('%d', n) end
+
+local function server_now()
+  local time = redis.call('TIME')
+  return time[1] * 1000 + math.floor(time[2] / 1000)
+end
+
+-- Sliding-window counts as seen from now (lua/sliding-window.lua): the counts
+-- c0..cS of the newest counted segment and the S before it, whose key's TTL
+-- is `ttl`; and the phase (ms into the current segment), and ms to that
+-- segment's end.
+local function sw_seen(rule, counts, ttl)
+  local G, S = rule.seg_ms, rule.segments
+  local ends_in = ttl - rule.window -- ms until the newest counted segment ends
+  local shift, phase = 0, 0
+  if ends_in > G then
+    -- That segment is later than now's: the clock went back, and time stands
+    -- still for the key at the start of its newest segment.
+    return counts, 0, ends_in
+  elseif ends_in > 0 then
+    phase = G - ends_in
+  else
+    shift = math.floor(-ends_in / G) + 1
+    phase = -ends_in % G
+  end
+  local seen = {}
+  for i = 0, S do
+    seen[i] = counts[i + shift] or 0
+  end
+  return seen, phase, G - phase
+end
+
+local FAST = {}
+
+-- fixed-window: PTTL and INCRBY on a key in its window, which is what keeps
+-- the rule's state; INCRBY fails on any other state, and a denied call takes
+-- its units back.
+FAST.fw = {
+  -- fw:<limit>:<windowMs>
+  rule = function(a, b, c)
+    if c then return nil end
+    return { limit = a, window = b, capacity = a }
+  end,
+  consume = function(key, rule, cost, text_cost)
+    local ttl = redis.call('PTTL', key)
+    if ttl > 0 then
+      local after = redis.pcall('INCRBY', key, text_cost)
+      if type(after) ~= 'number' then return nil end
+      local count = after - cost
+      if count >= 0 and count <= MAX_EXACT then
+        if after <= rule.limit then return { 1, count, ttl } end
+        redis.call('DECRBY', key, text_cost)
+        return { 0, count, ttl }
+      end
+    end
+    -- No state: the call opens a window on the epoch's grid.
+    local ms = rule.window - server_now() % rule.window
+    redis.call('SET', key, text_cost, 'PX', fmt(ms))
+    return { 1, 0, ms }
+  end,
+}
+
+-- The meter: "level:unitsPerToken:unitsPerMs" (lua/meter.lua) under this
+-- rule's own numbers, drained for the time since it was written.
+FAST.m = {
+  -- m:<burst>:<unitsPerToken>:<unitsPerMs>
+  rule = function(a, b, c)
+    if not c then return nil end
+    return { unit = b, per_ms = c, room = a * b, tag = fmt(b) .. ':' .. fmt(c), capacity = a }
+  end,
+  consume = function(key, rule, cost)
+    local raw = redis.pcall('GET', key)
+    local level, ahead = 0, 0
+    if type(raw) == 'string' then
+      local stored, tag = string.match(raw, '^(%d+):(.*)$')
+      stored = integer(stored)
+      if not stored or tag ~= rule.tag then return nil end
+      local ttl = redis.call('PTTL', key)
+      if ttl > 0 then
+        local full = math.ceil(stored / rule.per_ms)
+        local elapsed = full - ttl
+        if elapsed <= 0 then
+          ahead, level = -elapsed, stored -- the clock went back: time stands still for the key
+        elseif elapsed < full then
+          level = stored - elapsed * rule.per_ms
+        end
+        level = math.min(level, rule.room)
+      end
+    end
+    local after = level + cost * rule.unit
+    if after > rule.room then return { 0, level } end
+    redis.call('SET', key, fmt(after) .. ':' .. rule.tag, 'PX', fmt(ahead + math.ceil(after / rule.per_ms)))
+    return { 1, level }
+  end,
+}
+
+-- sliding-window: "segmentMs:c0:...:cS" (lua/sliding-window.lua) on this rule's grid.
+FAST.sw = {
+  -- sw:<limit>:<windowMs>:<segments>
+  rule = function(a, b, c)
+    if not c or b % c ~= 0 then return nil end
+    return { limit = a, window = b, segments = c, seg_ms = b / c, tag = fmt(b / c), capacity = a }
+  end,
+  consume = function(key, rule, cost)
+    local S, G = rule.segments, rule.seg_ms
+    local raw = redis.pcall('GET', key)
+    local counts, phase, ends_in
+    if type(raw) == 'string' then
+      local stored, i = {}, -1
+      for field in string.gmatch(raw, '[^:]+') do
+        if i == -1 then
+          if field ~= rule.tag then return nil end
+        else
+          stored[i] = integer(field)
+          if not stored[i] then return nil end
+        end
+        i = i + 1
+      end
+      if i ~= S + 1 then return nil end
+      local ttl = redis.call('PTTL', key)
+      if ttl > 0 then counts, phase, ends_in = sw_seen(rule, stored, ttl) end
+    end
+    if not counts then
+      phase = server_now() % G
+      counts, ends_in = {}, G - phase
+      for i = 0, S do counts[i] = 0 end
+    end
+    local reply = { 1, phase }
+    local newer = cost
+    for i = 0, S do
+      reply[i + 3] = counts[i]
+      if i > 0 then newer = newer + counts[i] end
+    end
+    if counts[0] * (G - phase) + newer * G > rule.limit * G then
+      reply[1] = 0
+      return reply
+    end
+    counts[S] = counts[S] + cost
+    local text = rule.tag
+    for i = 0, S do text = text .. ':' .. fmt(counts[i]) end
+    redis.call('SET', key, text, 'PX', fmt(ends_in + rule.window))
+    return reply
+  end,
+}
+
+-- Parsed specs, kept while the library is loaded (bounded, as in rule_of).
+local FAST_RULES, fast_rules = {}, 0
+
+-- keys: the rule's key; args: its spec, the cost.
+local function fast(keys, args)
+  local spec, cost = args[1], integer(args[2])
+  local rule = FAST_RULES[spec]
+  if not rule then
+    local kind, a, b, c = string.match(spec, '^(%a+):(%d+):(%d+):?(%d*)$')
+    local algorithm = FAST[kind]
+    a, b, c = integer(a), integer(b), integer(c)
+    if not (algorithm and a and b) or a == 0 or b == 0 or c == 0 then return nil end
+    rule = algorithm.rule(a, b, c)
+    if not rule then return nil end
+    rule.consume = algorithm.consume
+    if fast_rules >= 1000 then FAST_RULES, fast_rules = {}, 0 end
+    FAST_RULES[spec], fast_rules = rule, fast_rules + 1
+  end
+  if #keys ~= 1 or not cost or cost < 1 or cost > rule.capacity then return nil end
+  return rule.consume(keys[1], rule, cost, args[2])
+end
