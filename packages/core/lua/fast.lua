@@ -1,7 +1,7 @@
 -- The fast path: a consume of one rule on Redis's own clock, by a rule
 -- without blocks, of the algorithms whose state is one plain string
 -- (fixed-window, sliding-window and the meter). It takes the key, the rule's
--- spec and the cost, and answers as `call` would (see calls.lua) but for the
+-- spec and the cost (none when 1), and answers as `call` would (see calls.lua) but for the
 -- block's three numbers, all 0 here, without the general path's tables and
 -- clock object: on one key, those cost as much as the commands. It decides only a key that is missing or holds the
 -- plain state the general path writes for that rule; anything else (a block,
@@ -99,8 +99,8 @@ FAST.m = {
     local level, ahead = 0, 0
     if type(raw) == 'string' then
       local stored, tag = string.match(raw, '^(%d+):(.*)$')
-      stored = integer(stored)
-      if not stored or tag ~= rule.tag then return nil end
+      stored = tonumber(stored) -- digits: an integer, if not too large
+      if not stored or stored > MAX_EXACT or tag ~= rule.tag then return nil end
       local ttl = redis.call('PTTL', key)
       if ttl > 0 then
         local full = math.ceil(stored / rule.per_ms)
@@ -115,7 +115,7 @@ FAST.m = {
     end
     local after = level + cost * rule.unit
     if after > rule.room then return { 0, level } end
-    redis.call('SET', key, fmt(after) .. ':' .. rule.tag, 'PX', fmt(ahead + math.ceil(after / rule.per_ms)))
+    redis.call('SET', key, string.format('%d:%s', after, rule.tag), 'PX', fmt(ahead + math.ceil(after / rule.per_ms)))
     return { 1, level }
   end,
 }
@@ -125,24 +125,22 @@ FAST.sw = {
   -- sw:<limit>:<windowMs>:<segments>
   rule = function(a, b, c)
     if not c or b % c ~= 0 then return nil end
-    return { limit = a, window = b, segments = c, seg_ms = b / c, tag = fmt(b / c), capacity = a }
+    local tag = fmt(b / c)
+    -- The state's text, to read with one match and write with one format.
+    local pattern, format = '^' .. tag .. string.rep(':(%d+)', c + 1) .. '$', tag .. string.rep(':%d', c + 1)
+    return { limit = a, window = b, segments = c, seg_ms = b / c, pattern = pattern, format = format, capacity = a }
   end,
   consume = function(key, rule, cost)
     local S, G = rule.segments, rule.seg_ms
     local raw = redis.pcall('GET', key)
     local counts, phase, ends_in
     if type(raw) == 'string' then
-      local stored, i = {}, -1
-      for field in string.gmatch(raw, '[^:]+') do
-        if i == -1 then
-          if field ~= rule.tag then return nil end
-        else
-          stored[i] = integer(field)
-          if not stored[i] then return nil end
-        end
-        i = i + 1
+      local fields, stored = { string.match(raw, rule.pattern) }, {}
+      if #fields == 0 then return nil end
+      for i = 0, S do
+        stored[i] = tonumber(fields[i + 1]) -- digits: an integer, if not too large
+        if stored[i] > MAX_EXACT then return nil end
       end
-      if i ~= S + 1 then return nil end
       local ttl = redis.call('PTTL', key)
       if ttl > 0 then counts, phase, ends_in = sw_seen(rule, stored, ttl) end
     end
@@ -162,9 +160,7 @@ FAST.sw = {
       return reply
     end
     counts[S] = counts[S] + cost
-    local text = rule.tag
-    for i = 0, S do text = text .. ':' .. fmt(counts[i]) end
-    redis.call('SET', key, text, 'PX', fmt(ends_in + rule.window))
+    redis.call('SET', key, string.format(rule.format, unpack(counts, 0, S)), 'PX', fmt(ends_in + rule.window))
     return reply
   end,
 }
@@ -172,9 +168,12 @@ FAST.sw = {
 -- Parsed specs, kept while the library is loaded (bounded, as in rule_of).
 local FAST_RULES, fast_rules = {}, 0
 
--- keys: the rule's key; args: its spec, the cost.
+-- keys: the rule's key; args: its spec, then the cost unless it is 1.
 local function fast(keys, args)
-  local spec, cost = args[1], integer(args[2])
+  -- A cost of 1, the most common, comes as no argument: one fewer to send,
+  -- and no text to turn into a number (as dear as a Redis command).
+  local spec, text_cost = args[1], args[2] or '1'
+  local cost = text_cost == '1' and 1 or integer(text_cost)
   local rule = FAST_RULES[spec]
   if not rule then
     local kind, a, b, c = string.match(spec, '^(%a+):(%d+):(%d+):?(%d*)$')
@@ -188,5 +187,5 @@ local function fast(keys, args)
     FAST_RULES[spec], fast_rules = rule, fast_rules + 1
   end
   if #keys ~= 1 or not cost or cost < 1 or cost > rule.capacity then return nil end
-  return rule.consume(keys[1], rule, cost, args[2])
+  return rule.consume(keys[1], rule, cost, text_cost)
 end

@@ -187,10 +187,14 @@ local function read_string(key, tag, clock)
   local written_by, state_end, block = string.match(string.sub(raw, bar + 1), '^(%a+):(%d+):(.*)$')
   state_end, block = integer(state_end), block_of(block)
   -- Another algorithm's key, or one that reads as nothing: no state, no block.
-  if written_by ~= tag or not (state_end and block) or not ttl_of(key, clock) then return held end
+  if written_by ~= tag or not (state_end and block) then return held end
+  held.raw, held.state_end = string.sub(raw, 1, bar - 1), state_end
+  -- A key that has ended on the caller's clock (its expiry covers the state
+  -- and the block): its state's text stays readable, as a plain key's does,
+  -- so that a rule on another grid knows it is not its own.
+  if not ttl_of(key, clock) then return held end
   local now = now_of(clock)
   held.block = remembered(block, clock)
-  held.raw, held.state_end = string.sub(raw, 1, bar - 1), state_end
   if state_end > now then held.ttl = state_end - now end
   return held
 end

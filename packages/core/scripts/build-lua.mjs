@@ -38,7 +38,7 @@ export function assembleLibrary() {
     `redis.register_function{ function_name = '${write}', callback = function(keys, args) return call(keys, args, false) end }`,
     `redis.register_function{ function_name = '${readOnly}', callback = function(keys, args) return call(keys, args, true) end, flags = { 'no-writes' } }`,
     // What the fast path leaves, the general path decides in the same call.
-    `redis.register_function{ function_name = '${fast}', callback = function(keys, args) return fast(keys, args) or call(keys, { 'consume', '', args[2], '', args[1] }, false) end }`,
+    `redis.register_function{ function_name = '${fast}', callback = function(keys, args) return fast(keys, args) or call(keys, { 'consume', '', args[2] or '1', '', args[1] }, false) end }`,
     '',
   ].join('\n');
   // A shebang makes Redis check for OOM before the script runs, as it does for functions.

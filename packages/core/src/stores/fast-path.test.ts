@@ -38,7 +38,7 @@ redis.register_function('fg_test_both', function(keys, args)
   if args[1] == 'consume' then
     local spec, cost = args[2], args[3]
     local before = state(a)
-    local fast_reply = fast({ a }, { spec, cost })
+    local fast_reply = fast({ a }, cost == '1' and { spec } or { spec, cost })
     local declined = 0
     if not fast_reply then
       declined = 1
@@ -200,17 +200,32 @@ describe('the fast path (lua/fast.lua) decides as the general path', () => {
     const redis = redisServer.client;
     const key = 'fast:{declines}';
     await redis.set(key, '5|fw:60000:0:0:0:0', 'PX', 60_000); // a plain count beside a block
-    expect(await redis.evalsha((await redis.script('LOAD', LIBRARY.scripts.fast.source)) as string, 1, key, 'fw:9:60000', '1')).toBeNull();
+    expect(await redis.evalsha((await redis.script('LOAD', LIBRARY.scripts.fast.source)) as string, 1, key, 'fw:9:60000')).toBeNull();
     expect(await redis.get(key)).toBe('5|fw:60000:0:0:0:0');
     await redis.set(key, '3', 'PX', 60_000);
-    expect(await redis.evalsha(LIBRARY.scripts.fast.sha1, 1, key, 'fw:9:60000', '1')).toEqual([1, 3, expect.any(Number)]);
-    expect(await redis.get(key)).toBe('4');
+    expect(await redis.evalsha(LIBRARY.scripts.fast.sha1, 1, key, 'fw:9:60000')).toEqual([1, 3, expect.any(Number)]); // a cost of 1: no argument
+    expect(await redis.evalsha(LIBRARY.scripts.fast.sha1, 1, key, 'fw:9:60000', '2')).toEqual([1, 4, expect.any(Number)]);
+    expect(await redis.get(key)).toBe('6');
     // A cost the rule can never admit, and specs the fast path does not know: declined.
     expect(await redis.evalsha(LIBRARY.scripts.fast.sha1, 1, key, 'fw:9:60000', '10')).toBeNull();
     expect(await redis.evalsha(LIBRARY.scripts.fast.sha1, 1, key, 'fw:9:60000', '0')).toBeNull();
     for (const spec of ['sl:9:60000', 'cc:9:60000', 'fw:9:60000|10:0', 'fw:0:60000', 'sw:9:60000:7', 'm:9:1', 'bogus']) {
       expect(await redis.evalsha(LIBRARY.scripts.fast.sha1, 1, key, spec, '1'), spec).toBeNull();
     }
-    expect(await redis.get(key)).toBe('4');
+    expect(await redis.get(key)).toBe('6');
+  });
+
+  it('as a function, hands what it declines to the general path in the same FCALL, a cost of 1 included', async () => {
+    const redis = redisServer.client;
+    await redis.call('FUNCTION', 'LOAD', 'REPLACE', LIBRARY.functions);
+    const key = 'fast:{hands-over}';
+    const now = Date.now();
+    // A count of 5 in its window, beside a block of 1 s that has ended but is remembered (escalation) for a minute.
+    await redis.set(key, `5|fw:${now + 60_000}:${now - 1000}:1000:1:${now + 60_000}`, 'PX', 60_000);
+    // The general path's reply, the block's numbers included: 5 counted, admitted, no block holds, one remembered.
+    expect(await redis.fcall(LIBRARY.fast, 1, key, 'fw:9:60000')).toEqual([1, 5, expect.any(Number), 0, 1000, 1]);
+    expect(await redis.get(key)).toMatch(/^6\|fw:/);
+    expect(await redis.fcall(LIBRARY.fast, 1, key, 'fw:9:60000', '3')).toEqual([1, 6, expect.any(Number), 0, 1000, 1]);
+    expect(await redis.get(key)).toMatch(/^9\|fw:/);
   });
 });

@@ -55,7 +55,7 @@ interface Prepared {
   readonly views: readonly RuleView[];
   /**
    * Whether a consume takes the fast path (lua/fast.lua): one plain rule, on
-   * Redis's own clock. It then sends the key, the rule's spec and the cost,
+   * Redis's own clock. It then sends the key, the rule's spec and the cost (none when 1),
    * and the library leaves out the block's numbers, all 0 (see consumeFast).
    */
   readonly fast: boolean;
@@ -300,7 +300,8 @@ export class RedisStore implements Store {
    * the call then runs the write script.
    */
   private async consumeFast(batch: Batch, cost: number, prepared: Prepared): Promise<number[]> {
-    const reply = await this.invoke(batch.keys, [batch.specs[0] as string, String(cost)], 'fast');
+    const spec = batch.specs[0] as string;
+    const reply = await this.invoke(batch.keys, cost === 1 ? [spec] : [spec, String(cost)], 'fast');
     if (reply === null) return this.decide(batch, 'consume', cost, 0, '', prepared);
     const size = 1 + (prepared.views[0] as RuleView).size;
     const numbers = readReply(reply, Array.isArray(reply) && reply.length === size ? size : size - 3);

@@ -19,7 +19,7 @@ export interface RedisLibrary {
   readonly readOnly: string;
   /**
    * The fast path (lua/fast.lua): a consume of one plain rule on Redis's
-   * clock, taking the key, the rule's spec and the cost. It answers the
+   * clock, taking the key, the rule's spec and the cost (none when 1). It answers the
    * rule's view without the block's numbers, or, for a key it cannot decide,
    * what the write function answers.
    */
