@@ -4,7 +4,9 @@
  * noisy machine cannot move (the same binary, script and calls give the same
  * count). Each contender runs `calls` and then `2 × calls` decisions on a
  * fresh server each; the difference divided by `calls` leaves out start-up,
- * connection and script loading. Skipped when valgrind is not installed.
+ * connection and script loading. Twice: on random keys (most calls start a
+ * window) and on one hot key (none does). Skipped when valgrind is not
+ * installed.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -20,7 +22,10 @@ import { createRedisContender, type RedisContenderId, runCalls } from './redis-c
 
 export interface InstructionRow {
   contender: RedisContenderId;
+  /** On the random keys of the other Redis measurements: most calls find no key (a window starts). */
   instructionsPerCall: number;
+  /** On one hot key: every call but the first finds its state (no window starts). */
+  hotInstructionsPerCall: number;
 }
 
 export interface RedisInstructions {
@@ -32,8 +37,8 @@ export function valgrindAvailable(): boolean {
   return spawnSync('valgrind', ['--version'], { stdio: 'ignore' }).status === 0;
 }
 
-/** Total instructions a redis-server under callgrind executes while serving `calls` decisions of `contender`. */
-async function instructionsFor(contender: RedisContenderId, calls: number): Promise<number> {
+/** Total instructions a redis-server under callgrind executes while serving `calls` decisions of `contender`, on random keys or one. */
+async function instructionsFor(contender: RedisContenderId, calls: number, hot: boolean): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'floodgate-callgrind-'));
   const out = join(dir, 'callgrind.out');
   const port = await freePort();
@@ -51,7 +56,7 @@ async function instructionsFor(contender: RedisContenderId, calls: number): Prom
     await redis.connect().catch(() => {});
     await redis.ping();
     const instance = await createRedisContender(contender, redis, { limit: LIMIT, windowMs: WINDOW_MS });
-    const keys = randomSequence(keyPool(100_000), calls);
+    const keys = hot ? new Array<string>(calls).fill('10.0.0.1') : randomSequence(keyPool(100_000), calls);
     const outcome = await runCalls(instance, keys, calls, 1);
     if (outcome.errors > 0) throw new Error(`${contender} under callgrind: ${outcome.firstError}`);
     redis.shutdown('NOSAVE').catch(() => {}); // the reply never comes: the server exits
@@ -70,12 +75,13 @@ async function instructionsFor(contender: RedisContenderId, calls: number): Prom
 
 export async function benchRedisInstructions(contenders: readonly RedisContenderId[], calls: number): Promise<RedisInstructions> {
   const rows: InstructionRow[] = [];
+  const perCall = async (contender: RedisContenderId, hot: boolean) =>
+    ((await instructionsFor(contender, 2 * calls, hot)) - (await instructionsFor(contender, calls, hot))) / calls;
   for (const contender of contenders) {
-    const once = await instructionsFor(contender, calls);
-    const twice = await instructionsFor(contender, 2 * calls);
-    const instructionsPerCall = (twice - once) / calls;
-    rows.push({ contender, instructionsPerCall });
-    log(`redis instructions ${contender.padEnd(24)} ${Math.round(instructionsPerCall)} per call`);
+    const instructionsPerCall = await perCall(contender, false);
+    const hotInstructionsPerCall = await perCall(contender, true);
+    rows.push({ contender, instructionsPerCall, hotInstructionsPerCall });
+    log(`redis instructions ${contender.padEnd(24)} ${Math.round(instructionsPerCall)} per call, ${Math.round(hotInstructionsPerCall)} on one hot key`);
   }
   return { calls, rows };
 }

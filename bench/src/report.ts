@@ -161,13 +161,15 @@ function redisSection(results: BenchResults): string {
   });
   const failures = Object.entries(redis.failures).filter(([, f]) => f !== undefined && f.notAdmitted + f.errors > 0);
   const counted = results.redisInstructions;
-  const floorInstructions = counted?.rows.find((row) => row.contender === 'floor')?.instructionsPerCall ?? Number.NaN;
+  const floor = counted?.rows.find((row) => row.contender === 'floor');
   const instructionRows = (counted?.rows ?? []).map((row) => {
     const info = redis.contenders.find((c) => c.id === row.contender);
     return [
       info?.floodgate ? `**${info.label}**` : (info?.label ?? row.contender),
       formatNumber(row.instructionsPerCall / 1000, 1),
-      formatRatio(row.instructionsPerCall / floorInstructions),
+      formatRatio(row.instructionsPerCall / (floor?.instructionsPerCall ?? Number.NaN)),
+      formatNumber(row.hotInstructionsPerCall / 1000, 1),
+      formatRatio(row.hotInstructionsPerCall / (floor?.hotInstructionsPerCall ?? Number.NaN)),
     ];
   });
   const instructionSection =
@@ -176,10 +178,11 @@ function redisSection(results: BenchResults): string {
       : [
           '',
           `Instructions redis-server executes per decision, counted by valgrind's callgrind (${counted.calls} and ${2 * counted.calls} sequential calls on a fresh ` +
-            'server each, the difference divided by the calls: start-up and script loading cancel out). Unlike the rates above, these counts do not drift ' +
+            'server each, the difference divided by the calls: start-up and script loading cancel out), on the random keys above (most calls find no key, ' +
+            'and start a window) and on one hot key (every call but the first finds its state). Unlike the rates above, these counts do not drift ' +
             'with the load on the machine.',
           '',
-          table(['store', 'k instructions/call in redis-server', '× floor'], instructionRows),
+          table(['store', 'k instructions/call, random keys', '× floor', 'k instructions/call, one hot key', '× floor'], instructionRows),
         ];
   return [
     '## In-process Redis store',
