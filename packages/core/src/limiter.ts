@@ -306,6 +306,11 @@ class RateLimiter implements Limiter {
   private readonly byContent = new Map<string, Active>();
   private activations = 0;
   private readonly tenancy: Tenancy | undefined;
+  /**
+   * now(), for the stores: one function for every rule set of the limiter, so
+   * that a memory table shared by a limiter's plans keeps the same clock.
+   */
+  private readonly checkedClock = (): number => this.now();
   /** The lines of calls waiting (wait(), wrap()): made on the first wait. */
   private waiting: WaitingRoom | undefined;
 
@@ -319,9 +324,8 @@ class RateLimiter implements Limiter {
   }
 
   private activate(rules: readonly CompiledRule[], given?: readonly RuleOptions[]): Active {
-    const now = () => this.now();
     return {
-      ruleSet: { prefix: this.config.prefix, rules, now },
+      ruleSet: { prefix: this.config.prefix, rules, now: this.checkedClock },
       keying: keyingOf(rules),
       leasing: rules.some((rule) => rule.algorithm === 'concurrency'),
       id: this.activations++,
@@ -491,11 +495,20 @@ class RateLimiter implements Limiter {
       const cost = checkCall(options, CONSUME);
       const active = options === undefined ? this.active : this.activeFor(options.rules);
       const ids = storeKeys(active.keying, keys);
-      const decision = isPromise(ids) ? ids.then((resolved) => this.decide(keys, resolved, cost, active)) : this.decide(keys, ids, cost, active);
+      const decision = isPromise(ids) ? this.decideHashed(keys, ids, cost, active) : this.decide(keys, ids, cost, active);
       return isPromise(decision) ? decision : Promise.resolve(decision);
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /**
+   * Decides a call once its long keys are hashed. A method of its own: a
+   * closure in consume() would make every call allocate a context for the
+   * variables it captures, hashed or not.
+   */
+  private decideHashed(keys: Keys, ids: Promise<StoreKeys>, cost: number, active: Active): Promise<Decision> {
+    return ids.then((resolved) => this.decide(keys, resolved, cost, active));
   }
 
   /** Decides a call: synchronously when the store and the deny cache can, else a promise. */
