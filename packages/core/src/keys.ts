@@ -124,7 +124,7 @@ function storeKey(scope: string, keys: Keys): string | Promise<string> {
  * Throws ERR_FG_KEY for a missing or empty key, naming its scope.
  */
 export function storeKeys(keying: Keying, keys: Keys): StoreKeys | Promise<StoreKeys> {
-  const { scopes, ruleScopes } = keying;
+  const scopes = keying.scopes;
   if (scopes.length === 1) {
     if (typeof keys === 'string' && scopes[0] === 'key') {
       if (keys === keying.lastPlainKey) return keys;
@@ -135,6 +135,12 @@ export function storeKeys(keying: Keying, keys: Keys): StoreKeys | Promise<Store
     }
     return storeKey(scopes[0] as string, keys);
   }
+  return storeKeysOfScopes(keying, keys);
+}
+
+/** The store keys of a call under rules of several scopes (kept apart, so that storeKeys stays small enough to inline). */
+function storeKeysOfScopes(keying: Keying, keys: Keys): StoreKeys | Promise<StoreKeys> {
+  const { scopes, ruleScopes } = keying;
   const last = keying.lastKeys;
   if (last !== undefined && scopes.every((scope, i) => scope === 'global' || givenKey(scope, keys) === last[i])) return keying.lastStoreKeys as StoreKeys;
   const byScope = scopes.map((scope) => storeKey(scope, keys));

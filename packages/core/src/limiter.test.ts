@@ -244,6 +244,29 @@ describe('createLimiter on the memory store', () => {
     expect((await limiter.consume('k')).remaining).toBe(4);
   });
 
+  it('checks an options object reused from call to call each time: a changed cost, plan or name is seen', async () => {
+    const limiter = createLimiter({ limit: 10, windowMs: 60_000 });
+    const free = [{ name: 'plan', limit: 3, windowMs: 60_000 }];
+    const paid = [{ name: 'plan', limit: 10, windowMs: 60_000 }];
+    const options: { cost?: unknown; rules?: typeof free; [name: string]: unknown } = { cost: 1, rules: free };
+    for (let i = 0; i < 3; i++) await limiter.consume('k', options as never); // warm: the same object, good each time
+    options.cost = 0;
+    await expect(limiter.consume('k', options as never)).rejects.toMatchObject({ code: 'ERR_FG_COST' });
+    options.cost = 2;
+    expect(await limiter.consume('k', options as never)).toMatchObject({ allowed: false, limit: 3 }); // 3 + 2 > 3, not cost 1
+    options.rules = paid;
+    expect(await limiter.consume('k', options as never)).toMatchObject({ allowed: true, limit: 10, remaining: 5 });
+    options.rules = { limit: 5, windowMs: 1000 } as never;
+    await expect(limiter.consume('k', options as never)).rejects.toMatchObject({ code: 'ERR_FG_RULES' });
+    options.rules = paid;
+    options.coast = 2;
+    await expect(limiter.consume('k', options as never)).rejects.toMatchObject({ code: 'ERR_FG_UNKNOWN_OPTION' });
+    delete options.coast;
+    options.cost = undefined;
+    expect(await limiter.consume('k', options as never)).toMatchObject({ allowed: true, remaining: 4 });
+    expect((await limiter.peek('k', { rules: paid })).remaining).toBe(4); // the refused calls consumed nothing
+  });
+
   it('carries at most a full bucket of debt over to a much slower leaky bucket', async () => {
     const clock = manualClock(0);
     const limiter = createLimiter({ algorithm: 'leaky-bucket', limit: 100_000_000, windowMs: 100_000_000, now: clock.now });

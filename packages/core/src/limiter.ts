@@ -131,10 +131,10 @@ const MAX_NOW = 2 ** 50;
 /** A method that takes options, and the names it takes. */
 interface CallSite {
   readonly where: string;
-  readonly names: ReadonlySet<string>;
+  readonly names: readonly string[];
 }
 
-const site = (where: string, names: string[]): CallSite => ({ where, names: new Set(names) });
+const site = (where: string, names: string[]): CallSite => ({ where, names });
 const CONSUME = site('consume()', ['cost', 'rules']);
 const REFUND = site('refund()', ['cost', 'rules']);
 const PEEK = site('peek()', ['rules']);
@@ -142,24 +142,51 @@ const RESET = site('reset()', ['rules']);
 const RELEASE = site('release()', ['rules']);
 const WAIT = site('wait()', ['cost', 'maxWaitMs', 'signal', 'rules']);
 
+/** Whether `name` is one of the site's names: a plain loop over two to four strings beats a Set lookup. */
+function takes(names: readonly string[], name: string): boolean {
+  for (let i = 0; i < names.length; i++) if (names[i] === name) return true;
+  return false;
+}
+
 /**
  * Checks a call's options (unknown names are errors: a typo must not pass
  * silently) and returns its cost. A number, not an object: the usual call
  * allocates nothing for its options. The rules are `options?.rules`.
+ * Checked on every call, never remembered: a caller may reuse one options
+ * object and change it between calls. Kept small (the errors are built
+ * elsewhere), so that the compiler inlines it into consume().
  */
-function checkCall(options: ConsumeOptions | undefined, { where, names }: CallSite): number {
+function checkCall(options: ConsumeOptions | undefined, at: CallSite): number {
   if (options === undefined) return 1;
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new FloodgateError(ErrorCodes.OPTION, `${where} options must be an object like { cost: 2 }, got ${describe(options)}.`);
-  }
-  for (const name in options) {
-    if (!names.has(name)) throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `${where} has no option '${name}'; it takes ${[...names].join(' and ')}.`);
-  }
-  const cost = options.cost ?? 1;
-  if (!Number.isSafeInteger(cost) || cost < 1) {
-    throw new FloodgateError(ErrorCodes.COST, `cost must be a positive integer, got ${describe(cost)}.`);
-  }
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw notOptions(options, at);
+  for (const name in options) if (!takes(at.names, name)) throw unknownOption(name, at);
+  const cost = options.cost;
+  if (cost === undefined || cost === null) return 1; // as `cost ?? 1`
+  if (!Number.isSafeInteger(cost) || cost < 1) throw badCost(cost);
   return cost;
+}
+
+function notOptions(options: unknown, { where }: CallSite): FloodgateError {
+  return new FloodgateError(ErrorCodes.OPTION, `${where} options must be an object like { cost: 2 }, got ${describe(options)}.`);
+}
+
+function unknownOption(name: string, { where, names }: CallSite): FloodgateError {
+  return new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `${where} has no option '${name}'; it takes ${names.join(' and ')}.`);
+}
+
+function badCost(cost: unknown): FloodgateError {
+  return new FloodgateError(ErrorCodes.COST, `cost must be a positive integer, got ${describe(cost)}.`);
+}
+
+/** A clock's value that is not an integer in range: rounded down when it is a number in range, else an error. */
+function checkedTime(now: unknown): number {
+  if (typeof now !== 'number' || !Number.isFinite(now) || now < 0 || now > MAX_NOW) {
+    throw new FloodgateError(
+      ErrorCodes.OPTION,
+      `The limiter's clock (now option) returned ${describe(now)}; it must return ms since the epoch, from 0 to 2^50.`,
+    );
+  }
+  return Math.floor(now);
 }
 
 /** Rule sets given per call and compiled, remembered by content: at most this many. */
@@ -250,6 +277,9 @@ function checkTenancy(store: Store, self: RateLimiter, prefix: string, prefixGiv
   }
 }
 
+/** The id of the lease an admitted call under concurrency rules takes: its cost, then a unique part. */
+const newLeaseId = (cost: number): string => `${cost}.${crypto.randomUUID()}`;
+
 /** Lease ids the insurance limiter gave: released there, not against the (failing) store. */
 const INSURED = '~';
 
@@ -276,6 +306,11 @@ class RateLimiter implements Limiter {
   private readonly byContent = new Map<string, Active>();
   private activations = 0;
   private readonly tenancy: Tenancy | undefined;
+  /**
+   * now(), for the stores: one function for every rule set of the limiter, so
+   * that a memory table shared by a limiter's plans keeps the same clock.
+   */
+  private readonly checkedClock = (): number => this.now();
   /** The lines of calls waiting (wait(), wrap()): made on the first wait. */
   private waiting: WaitingRoom | undefined;
 
@@ -289,9 +324,8 @@ class RateLimiter implements Limiter {
   }
 
   private activate(rules: readonly CompiledRule[], given?: readonly RuleOptions[]): Active {
-    const now = () => this.now();
     return {
-      ruleSet: { prefix: this.config.prefix, rules, now },
+      ruleSet: { prefix: this.config.prefix, rules, now: this.checkedClock },
       keying: keyingOf(rules),
       leasing: rules.some((rule) => rule.algorithm === 'concurrency'),
       id: this.activations++,
@@ -303,9 +337,18 @@ class RateLimiter implements Limiter {
   private activeFor(rules: readonly RuleOptions[] | undefined): Active {
     if (rules === undefined) return this.active;
     // The last few arrays given (a call picks one of a few plans) are found without a lookup.
-    for (const active of this.recentGiven) if (active.given === rules) return active;
+    const recent = this.recentGiven;
+    for (let i = 0; i < recent.length; i++) {
+      const active = recent[i] as Active;
+      if (active.given === rules) return active;
+    }
+    return this.remember(this.compiledFor(rules));
+  }
+
+  /** The rule set of an array not among the last few given: compiled once per array, and once per content. */
+  private compiledFor(rules: readonly RuleOptions[]): Active {
     let active = this.perCall.get(rules);
-    if (active !== undefined) return this.remember(active);
+    if (active !== undefined) return active;
     if (!Array.isArray(rules)) {
       throw new FloodgateError(
         ErrorCodes.RULES,
@@ -320,7 +363,7 @@ class RateLimiter implements Limiter {
       this.byContent.set(content, active);
     }
     this.perCall.set(rules, active);
-    return this.remember(active);
+    return active;
   }
 
   /** Keeps `active` among the rule sets found without a lookup. */
@@ -342,13 +385,7 @@ class RateLimiter implements Limiter {
     const now = this.clock();
     // One range check for Date.now() and any sane clock (NaN and non-numbers fail it); the rest only on a miss.
     if (now >= 0 && now <= MAX_NOW && Math.floor(now) === now) return now;
-    if (typeof now !== 'number' || !Number.isFinite(now) || now < 0 || now > MAX_NOW) {
-      throw new FloodgateError(
-        ErrorCodes.OPTION,
-        `The limiter's clock (now option) returned ${describe(now)}; it must return ms since the epoch, from 0 to 2^50.`,
-      );
-    }
-    return Math.floor(now);
+    return checkedTime(now);
   }
 
   on<E extends keyof LimiterEvents>(event: E, listener: (payload: LimiterEvents[E]) => void): () => void {
@@ -458,11 +495,20 @@ class RateLimiter implements Limiter {
       const cost = checkCall(options, CONSUME);
       const active = options === undefined ? this.active : this.activeFor(options.rules);
       const ids = storeKeys(active.keying, keys);
-      const decision = isPromise(ids) ? ids.then((resolved) => this.decide(keys, resolved, cost, active)) : this.decide(keys, ids, cost, active);
+      const decision = isPromise(ids) ? this.decideHashed(keys, ids, cost, active) : this.decide(keys, ids, cost, active);
       return isPromise(decision) ? decision : Promise.resolve(decision);
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /**
+   * Decides a call once its long keys are hashed. A method of its own: a
+   * closure in consume() would make every call allocate a context for the
+   * variables it captures, hashed or not.
+   */
+  private decideHashed(keys: Keys, ids: Promise<StoreKeys>, cost: number, active: Active): Promise<Decision> {
+    return ids.then((resolved) => this.decide(keys, resolved, cost, active));
   }
 
   /** Decides a call: synchronously when the store and the deny cache can, else a promise. */
@@ -470,10 +516,12 @@ class RateLimiter implements Limiter {
     const ruleSet = active.ruleSet;
     const started = this.timed ? performance.now() : -1;
     const now = this.now();
-    const remembered = this.denials?.lookup(denialKey(active, ids), cost, now);
-    if (remembered !== undefined) return this.report(keys, remembered, started);
+    if (this.denials !== undefined) {
+      const remembered = this.denials.lookup(denialKey(active, ids), cost, now);
+      if (remembered !== undefined) return this.report(keys, remembered, started);
+    }
     if (!this.breaker.allows()) return this.storeFailed(keys, unavailable(), active, cost, 'consume', started);
-    const leaseId = active.leasing ? `${cost}.${crypto.randomUUID()}` : undefined;
+    const leaseId = active.leasing ? newLeaseId(cost) : undefined;
     let result: RuleDecision[] | Promise<RuleDecision[]>;
     try {
       result = this.store.consume(ids, ruleSet, cost, now, leaseId);
@@ -482,6 +530,20 @@ class RateLimiter implements Limiter {
     }
     // Anything but a promise is the store's answer; decided() treats one that is not a list of decisions as a failure.
     if (Array.isArray(result) || !isPromise(result)) return this.decided(keys, ids, cost, now, leaseId, active, result, started);
+    return this.awaitStore(result, keys, ids, cost, now, leaseId, active, started);
+  }
+
+  /** Decides a call on a store that answers later (Redis): within timeoutMs, or as a store failure. */
+  private awaitStore(
+    result: Promise<RuleDecision[]>,
+    keys: Keys,
+    ids: StoreKeys,
+    cost: number,
+    now: number,
+    leaseId: string | undefined,
+    active: Active,
+    started: number,
+  ): Promise<Decision> {
     return withTimeout(result, this.config.timeoutMs).then(
       (rules) => this.decided(keys, ids, cost, now, leaseId, active, rules, started),
       (error: unknown) => this.consumeFailed(keys, ids, error, active, cost, started),
@@ -507,13 +569,16 @@ class RateLimiter implements Limiter {
     }
     this.breaker.succeeded();
     if (leaseId !== undefined && decision.allowed) decision.leaseId = leaseId;
-    if (this.denials !== undefined) {
-      // A lease can end at any moment in any process: a concurrency denial says nothing about the next call.
-      if (decision.allowed || active.leasing) this.denials.forget(denialKey(active, ids));
-      else this.denials.remember(denialKey(active, ids), cost, decision, now);
-    }
+    if (this.denials !== undefined) this.noteDenial(this.denials, active, ids, cost, decision, now);
     if (!decision.allowed && this.events.has('blocked')) this.reportBlocks(keys, decision, now);
     return this.report(keys, decision, started);
+  }
+
+  /** Keeps the local deny cache up to date with a decision of the store. */
+  private noteDenial(denials: DenyCache, active: Active, ids: StoreKeys, cost: number, decision: Decision, now: number): void {
+    // A lease can end at any moment in any process: a concurrency denial says nothing about the next call.
+    if (decision.allowed || active.leasing) denials.forget(denialKey(active, ids));
+    else denials.remember(denialKey(active, ids), cost, decision, now);
   }
 
   /** Emits 'blocked' for each rule whose block this denial started. */

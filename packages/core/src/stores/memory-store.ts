@@ -576,13 +576,18 @@ export class MemoryStore implements Store {
 
   private tablesOf(ruleSet: RuleSet): Table[] {
     // A rule set of the last calls: its tables, marked used (the sweeper, which drops tables, forgets these).
-    for (const entry of this.recent) {
+    const recent = this.recent;
+    for (let i = 0; i < recent.length; i++) {
+      const entry = recent[i] as (typeof recent)[number];
       if (entry.ruleSet !== ruleSet) continue;
-      for (const table of entry.tables) {
+      const tables = entry.tables;
+      for (let t = 0; t < tables.length; t++) {
+        const table = tables[t] as Table;
         table.touched = true;
-        table.now = ruleSet.now;
+        // Written only when it changes: the rule sets of one limiter share their clock.
+        if (table.now !== ruleSet.now) table.now = ruleSet.now;
       }
-      return entry.tables;
+      return tables;
     }
     let tables = this.bound.get(ruleSet);
     if (tables === undefined || tables.some((table) => table.dropped)) {
