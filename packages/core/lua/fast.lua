@@ -56,6 +56,18 @@ local function sw_seen(rule, counts, ttl)
   return seen, phase, G - phase
 end
 
+-- A meter's level (lua/meter.lua) `stored` units when written, at `per_ms`
+-- units a ms, seen from now, its key's TTL being `ttl`: drained for the time
+-- since, without overflowing on long idle times; and `ahead`, ms the state's
+-- time lies after now (a clock that went back: time stands still for it).
+local function meter_now(stored, per_ms, ttl)
+  local full = math.ceil(stored / per_ms)
+  local elapsed = full - ttl
+  if elapsed <= 0 then return stored, -elapsed end
+  if elapsed < full then return stored - elapsed * per_ms, 0 end
+  return 0, 0
+end
+
 local FAST = {}
 
 -- fixed-window: PTTL and INCRBY on a key in its window, which is what keeps
@@ -103,13 +115,7 @@ FAST.m = {
       if not stored or stored > MAX_EXACT or tag ~= rule.tag then return nil end
       local ttl = redis.call('PTTL', key)
       if ttl > 0 then
-        local full = math.ceil(stored / rule.per_ms)
-        local elapsed = full - ttl
-        if elapsed <= 0 then
-          ahead, level = -elapsed, stored -- the clock went back: time stands still for the key
-        elseif elapsed < full then
-          level = stored - elapsed * rule.per_ms
-        end
+        level, ahead = meter_now(stored, rule.per_ms, ttl)
         level = math.min(level, rule.room)
       end
     end

@@ -9,13 +9,6 @@
 -- the reader's units, so it ends with its key whichever rule reads it.
 -- View: the level now.
 
--- The level after `elapsed` ms of draining, without overflowing on long idle times.
-local function drain(level, elapsed, per_ms)
-  if elapsed <= 0 or level <= 0 then return math.max(level, 0) end
-  if elapsed >= math.ceil(level / per_ms) then return 0 end
-  return level - elapsed * per_ms
-end
-
 -- A level stored under another unit size (the rule changed since): rounded
 -- up, never handing out free units, and at most a full bucket.
 local function rescale(rule, level, stored_unit)
@@ -43,13 +36,10 @@ local meter = {
       unit, per_ms = integer(unit), integer(per_ms)
       if not (unit and per_ms) or unit == 0 or per_ms == 0 then return nil, held end
     end
-    -- ms since the key was written; less than 0 when the clock went back: the
-    -- state then counts from its own, later time, and time stands still for it.
-    local elapsed = math.ceil(level / per_ms) - held.ttl
-    local ahead = 0
-    if elapsed < 0 then ahead, elapsed = -elapsed, 0 end
-    -- Drained at the rate it was written with, then in this rule's units.
-    return { level = rescale(rule, drain(level, elapsed, per_ms), unit), ahead = ahead }, held
+    -- Drained at the rate it was written with (meter_now, in fast.lua), then in this rule's units.
+    local ahead
+    level, ahead = meter_now(level, per_ms, held.ttl)
+    return { level = rescale(rule, level, unit), ahead = ahead }, held
   end,
 
   admits = function(rule, state, cost)
