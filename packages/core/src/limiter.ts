@@ -452,17 +452,24 @@ class RateLimiter implements Limiter {
   }
 
   consume(keys: Keys, options?: ConsumeOptions): Promise<Decision> {
-    // Not an async function: with a store that answers synchronously (MemoryStore) the
-    // decision is made here and now, without the frame and promises an async function allocates.
     try {
-      const cost = checkCall(options, CONSUME);
-      const active = options === undefined ? this.active : this.activeFor(options.rules);
-      const ids = storeKeys(active.keying, keys);
-      const decision = isPromise(ids) ? ids.then((resolved) => this.decide(keys, resolved, cost, active)) : this.decide(keys, ids, cost, active);
+      const decision = this.consumeNow(keys, options);
       return isPromise(decision) ? decision : Promise.resolve(decision);
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /**
+   * consume() without a promise when the store answers synchronously (MemoryStore): the
+   * decision is made here and now, without the frames and promises of an async call.
+   * Throws what consume() rejects with.
+   */
+  consumeNow(keys: Keys, options?: ConsumeOptions): Decision | Promise<Decision> {
+    const cost = checkCall(options, CONSUME);
+    const active = options === undefined ? this.active : this.activeFor(options.rules);
+    const ids = storeKeys(active.keying, keys);
+    return isPromise(ids) ? ids.then((resolved) => this.decide(keys, resolved, cost, active)) : this.decide(keys, ids, cost, active);
   }
 
   /** Decides a call: synchronously when the store and the deny cache can, else a promise. */
@@ -671,6 +678,15 @@ class RateLimiter implements Limiter {
 }
 
 const unmeasuredDecisions = new WeakSet<Decision>();
+
+/**
+ * `limiter.consume()`, answered synchronously when the limiter is one of Floodgate's and its
+ * store can (MemoryStore): for the request flow, which then needs no promise either. Throws
+ * what consume() rejects with.
+ */
+export function consumeNow(limiter: Limiter, keys: Keys, options?: ConsumeOptions): Decision | Promise<Decision> {
+  return limiter instanceof RateLimiter ? limiter.consumeNow(keys, options) : limiter.consume(keys, options);
+}
 
 /** Whether onStoreError 'allow' or 'deny' made this decision (rather than the store or an insurance limiter). */
 export function isUnmeasured(decision: Decision): boolean {
