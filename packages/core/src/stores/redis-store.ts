@@ -98,6 +98,10 @@ const functionMissing = (error: unknown) => /Function not found/i.test(messageOf
 const functionsUnavailable = (error: unknown) => /unknown command|NOPERM|not allowed|unsupported/i.test(messageOf(error));
 const scriptMissing = (error: unknown) => /^NOSCRIPT/.test(messageOf(error));
 
+const rethrowLibraryError = (error: unknown): never => {
+  throw libraryError(error);
+};
+
 /**
  * What the library raised itself (`FG_*`, see lua/prelude.lua), or a Lua
  * error while reading a key's state, as a FloodgateError. A state the library
@@ -183,11 +187,21 @@ export class RedisStore implements Store {
     return this.mode;
   }
 
-  async consume(keys: StoreKeys, ruleSet: RuleSet, cost: number, now: number, leaseId = ''): Promise<RuleDecision[]> {
-    const prepared = this.prepare(ruleSet);
-    const batches = this.batches(keys, ruleSet, prepared);
-    if (batches.length === 1)
-      return this.merged(batches, [await this.decide(batches[0] as Batch, 'consume', cost, now, leaseId, prepared)], ruleSet, prepared, cost, 'consume');
+  consume(keys: StoreKeys, ruleSet: RuleSet, cost: number, now: number, leaseId = ''): Promise<RuleDecision[]> {
+    // Not an async function: the common call (one batch) is one promise chain, without the frames of awaits.
+    try {
+      const prepared = this.prepare(ruleSet);
+      const batches = this.batches(keys, ruleSet, prepared);
+      if (batches.length > 1) return this.consumeBySlot(batches, ruleSet, prepared, cost, now, leaseId);
+      return this.decide(batches[0] as Batch, 'consume', cost, now, leaseId, prepared).then((reply) =>
+        this.merged(batches, [reply], ruleSet, prepared, cost, 'consume'),
+      );
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  private async consumeBySlot(batches: Batch[], ruleSet: RuleSet, prepared: Prepared, cost: number, now: number, leaseId: string): Promise<RuleDecision[]> {
     // A Cluster, and the keys of the call in several slots: one call per slot, in turn, the
     // slot of `global` rules (shared by every client) last. When one denies, the slots that
     // admitted give back what they took before this call returns, and the slots not asked
@@ -275,9 +289,9 @@ export class RedisStore implements Store {
   }
 
   /** One consume, peek or deny of a batch: the reply, checked. */
-  private async decide(batch: Batch, op: 'consume' | 'peek' | 'deny', cost: number, now: number, leaseId: string, prepared: Prepared): Promise<number[]> {
+  private decide(batch: Batch, op: 'consume' | 'peek' | 'deny', cost: number, now: number, leaseId: string, prepared: Prepared): Promise<number[]> {
     const size = 1 + batch.rules.reduce((sum, i) => sum + (prepared.views[i] as RuleView).size, 0);
-    return readReply(await this.send(batch, op, cost, now, leaseId, op === 'peek'), size);
+    return this.send(batch, op, cost, now, leaseId, op === 'peek').then((reply) => readReply(reply, size));
   }
 
   /**
@@ -330,40 +344,49 @@ export class RedisStore implements Store {
   }
 
   /** Runs one operation of the library on a batch: FCALL, or EVALSHA in scripts mode. */
-  private async send(batch: Batch, op: Operation, cost: number, now: number, leaseId: string, readOnly: boolean): Promise<unknown> {
+  private send(batch: Batch, op: Operation, cost: number, now: number, leaseId: string, readOnly: boolean): Promise<unknown> {
     // Fail fast while the client is between connections: a command sent now would wait in
     // its offline queue, and run late (counting a request already decided) when Redis returns.
     const offline = this.connection.offline();
-    if (offline !== undefined) throw new FloodgateError(ErrorCodes.STORE_UNAVAILABLE, `The Redis client is not connected (${offline}).`);
+    if (offline !== undefined) return Promise.reject(new FloodgateError(ErrorCodes.STORE_UNAVAILABLE, `The Redis client is not connected (${offline}).`));
     const args = [op, this.serverClock ? '' : String(now), String(cost), leaseId, ...batch.specs];
-    try {
-      return await this.run(batch.keys, args, readOnly);
-    } catch (error) {
-      throw libraryError(error);
-    }
+    return this.run(batch.keys, args, readOnly);
   }
 
-  private async run(keys: string[], args: string[], readOnly: boolean): Promise<unknown> {
-    if (this.mode === 'functions') {
-      const name = readOnly ? LIBRARY.readOnly : LIBRARY.write;
-      try {
-        return await this.connection.fcall(name, readOnly, keys, args);
-      } catch (error) {
-        if (functionMissing(error)) {
-          // Redis restarted, its functions were flushed, or a node joined the Cluster: load, and call again.
-          try {
-            await this.load();
-          } catch (loadError) {
-            if (this.pinned || !functionsUnavailable(loadError)) throw loadError;
-            this.mode = 'scripts';
-            return this.run(keys, args, readOnly);
-          }
-          return this.connection.fcall(name, readOnly, keys, args);
-        }
-        if (this.pinned || !functionsUnavailable(error)) throw error;
-        this.mode = 'scripts';
-      }
+  /**
+   * One call of the library; its failures as libraryError() reads them. Not an async function:
+   * a call that succeeds at once (FCALL, Redis 7) costs one promise more than the client's.
+   */
+  private run(keys: string[], args: string[], readOnly: boolean): Promise<unknown> {
+    if (this.mode !== 'functions') return this.runScript(keys, args, readOnly).catch(rethrowLibraryError);
+    const name = readOnly ? LIBRARY.readOnly : LIBRARY.write;
+    let called: Promise<unknown>;
+    try {
+      called = this.connection.fcall(name, readOnly, keys, args);
+    } catch (error) {
+      called = Promise.reject(error);
     }
+    return called.catch((error: unknown) => this.fcallFailed(error, name, keys, args, readOnly).catch(rethrowLibraryError));
+  }
+
+  private async fcallFailed(error: unknown, name: string, keys: string[], args: string[], readOnly: boolean): Promise<unknown> {
+    if (functionMissing(error)) {
+      // Redis restarted, its functions were flushed, or a node joined the Cluster: load, and call again.
+      try {
+        await this.load();
+      } catch (loadError) {
+        if (this.pinned || !functionsUnavailable(loadError)) throw loadError;
+        this.mode = 'scripts';
+        return this.runScript(keys, args, readOnly);
+      }
+      return this.connection.fcall(name, readOnly, keys, args);
+    }
+    if (this.pinned || !functionsUnavailable(error)) throw error;
+    this.mode = 'scripts';
+    return this.runScript(keys, args, readOnly);
+  }
+
+  private async runScript(keys: string[], args: string[], readOnly: boolean): Promise<unknown> {
     const script = readOnly ? LIBRARY.scripts.readOnly : LIBRARY.scripts.write;
     try {
       return await this.connection.evaluate(script, true, readOnly, keys, args);
