@@ -122,32 +122,22 @@ function createHook(options: RateLimitOptions<FastifyArgs, FastifyHandler>): { h
     trust: (request) => fastifyProxyTrust(request.server),
   });
   const answer = (outcome: Outcome, request: FastifyRequest, reply: FastifyReply, done: HookDone): void => {
+    if (outcome.kind !== 'skip') setHeaders(reply, outcome.headers);
     if (outcome.kind !== 'deny') {
-      if (outcome.kind === 'pass') {
-        setHeaders(reply, outcome.headers);
-        // The work is over when the handler has sent its reply and the response is sent or cut off.
-        if (flow.mustSettle(outcome)) settleWhenDone(flow, outcome, reply.raw, whenHandlerDone(request));
-      }
+      // The work is over when the handler has sent its reply and the response is sent or cut off.
+      if (outcome.kind === 'pass' && flow.mustSettle(outcome)) settleWhenDone(flow, outcome, reply.raw, whenHandlerDone(request));
       done();
       return;
     }
-    setHeaders(reply, outcome.headers);
     reply.code(outcome.status);
-    if (outcome.custom && flow.handler !== undefined) {
-      // done() is not called: the request ends with the reply the handler sent (or the payload it returned), the route handler does not run.
-      let payload: unknown;
-      try {
-        payload = flow.handler(request, reply, outcome.decision);
-      } catch (error) {
-        done(error as Error);
-        return;
-      }
-      Promise.resolve(payload).then((sent) => {
-        if (sent !== undefined) reply.send(sent);
+    const handler = outcome.custom ? flow.handler : undefined;
+    if (handler === undefined) reply.type(outcome.contentType).send(outcome.body);
+    else {
+      // done() is never called: the request ends with what the handler sent or returned, the route handler does not run.
+      new Promise((resolve) => resolve(handler(request, reply, outcome.decision))).then((payload) => {
+        if (payload !== undefined) reply.send(payload);
       }, done);
-      return;
     }
-    reply.type(outcome.contentType).send(outcome.body);
   };
   // A callback hook, not an async one: with the memory store the outcome is known at once, and
   // the request goes on without the promises and microtask turns of async functions.
