@@ -48,6 +48,8 @@ export interface BenchConfig {
     inFlight: number;
   };
   http: {
+    /** Frameworks to run (`--frameworks=fastify`); all by default. */
+    frameworks?: readonly string[];
     rounds: number;
     connections: number;
     warmupSeconds: number;
@@ -102,11 +104,12 @@ const quick: Omit<BenchConfig, 'quick' | 'only' | 'write'> = {
   deadlineMs: 5 * 60_000,
 };
 
-/** `--quick`, `--only=a,b`, `--write` / `--no-write`. */
+/** `--quick`, `--only=a,b`, `--frameworks=a,b` (HTTP rows of those frameworks only), `--write` / `--no-write`. */
 export function parseArgs(argv: readonly string[]): BenchConfig {
   let isQuick = false;
   let only: Set<Section> = new Set(sections);
   let write: boolean | undefined;
+  let httpFrameworks: string[] | undefined;
   for (const arg of argv) {
     if (arg === '--') continue;
     if (arg === '--quick') isQuick = true;
@@ -116,12 +119,13 @@ export function parseArgs(argv: readonly string[]): BenchConfig {
       const names = arg.slice('--only='.length).split(',');
       for (const name of names) if (!sections.includes(name as Section)) throw new Error(`--only: unknown section '${name}' (${sections.join(', ')})`);
       only = new Set(names as Section[]);
-    } else {
-      throw new Error(`Unknown argument '${arg}'. Usage: pnpm bench [--quick] [--only=${sections.join(',')}] [--write|--no-write]`);
+    } else if (arg.startsWith('--frameworks=')) httpFrameworks = arg.slice('--frameworks='.length).split(',');
+    else {
+      throw new Error(`Unknown argument '${arg}'. Usage: pnpm bench [--quick] [--only=${sections.join(',')}] [--frameworks=fastify,...] [--write|--no-write]`);
     }
   }
   const profile = isQuick ? quick : full;
   // A report is only worth writing from a full run of every section.
-  const complete = !isQuick && only.size === sections.length;
-  return { ...profile, quick: isQuick, only, write: write ?? complete };
+  const complete = !isQuick && only.size === sections.length && httpFrameworks === undefined;
+  return { ...profile, http: { ...profile.http, frameworks: httpFrameworks }, quick: isQuick, only, write: write ?? complete };
 }

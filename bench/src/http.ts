@@ -55,7 +55,9 @@ export async function benchHttp(config: BenchConfig): Promise<HttpResults> {
   const redisServer = await startBenchRedis();
   const redis = redisServer.client();
   const rows = new Map<string, HttpRow>();
-  for (const framework of frameworks) {
+  const chosen = frameworks.filter((framework) => config.http.frameworks?.includes(framework) ?? true);
+  if (chosen.length === 0) throw new Error(`--frameworks: none of ${config.http.frameworks?.join(', ')} is one of ${frameworks.join(', ')}`);
+  for (const framework of chosen) {
     for (const variant of variantsOf[framework]) {
       rows.set(`${framework}/${variant}`, {
         framework,
@@ -74,7 +76,7 @@ export async function benchHttp(config: BenchConfig): Promise<HttpResults> {
   }
   try {
     for (let round = 0; round < rounds; round++) {
-      for (const framework of rotate(frameworks, round)) {
+      for (const framework of rotate(chosen, round)) {
         for (const variant of rotate(variantsOf[framework], round)) {
           const row = rows.get(`${framework}/${variant}`) as HttpRow;
           await redis.flushall();

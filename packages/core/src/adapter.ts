@@ -6,6 +6,7 @@
  * helper that settles leases and refunds when a request's work is over.
  * `@floodgate/express` is the reference adapter.
  */
+export { isPromise } from './awaitable.js';
 export { type Header, type HeadersMode, type PolicyReport, partitionKeys, rateLimitHeaders, retryAfterSeconds } from './http/headers.js';
 export {
   createKeyBy,

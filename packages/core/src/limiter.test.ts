@@ -392,6 +392,41 @@ describe('when the store fails', () => {
     expect(decision.storeError).toMatchObject({ code: 'ERR_FG_STORE_TIMEOUT' });
   });
 
+  it('times out each call at its own deadline when several are in flight, and never a call the store answered', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const memory = new MemoryStore();
+    // Keys starting with 'hang' never get an answer; the others get the memory store's, 5 ms later.
+    const store: Store = {
+      ...brokenStore('hang'),
+      consume: (keys, ...rest) =>
+        String(keys).startsWith('hang')
+          ? new Promise<never>(() => {})
+          : new Promise((resolve) => setTimeout(() => resolve(memory.consume(keys, ...rest) as ReturnType<Store['consume']>), 5)),
+    };
+    const limiter = createLimiter({ limit: 5, windowMs: 60_000, store, timeoutMs: 50, onStoreError: 'deny' });
+    limiter.on('error', () => {});
+    const answered: string[] = [];
+    const call = (key: string) =>
+      limiter.consume(key).then((decision) => answered.push(`${key}:${decision.storeError === undefined ? 'answered' : 'timed out'}`));
+    void call('hang-a'); // t = 0, due at 50
+    await vi.advanceTimersByTimeAsync(10);
+    void call('served'); // t = 10, answered at 15
+    await vi.advanceTimersByTimeAsync(10);
+    void call('hang-b'); // t = 20, due at 70
+    await vi.advanceTimersByTimeAsync(29);
+    expect(answered).toEqual(['served:answered']);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(answered).toEqual(['served:answered', 'hang-a:timed out']);
+    await vi.advanceTimersByTimeAsync(19);
+    expect(answered).toHaveLength(2);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(answered).toEqual(['served:answered', 'hang-a:timed out', 'hang-b:timed out']);
+    // And the timer starts again for the calls after a quiet spell.
+    void call('hang-c');
+    await vi.advanceTimersByTimeAsync(50);
+    expect(answered.at(-1)).toBe('hang-c:timed out');
+  });
+
   it("says in 'error' which call failed and how long it took: timeoutMs for a store that never answers", async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
     const hang = () => new Promise<never>(() => {});

@@ -489,13 +489,8 @@ class RateLimiter implements Limiter {
   }
 
   consume(keys: Keys, options?: ConsumeOptions): Promise<Decision> {
-    // Not an async function: with a store that answers synchronously (MemoryStore) the
-    // decision is made here and now, without the frame and promises an async function allocates.
     try {
-      const cost = checkCall(options, CONSUME);
-      const active = options === undefined ? this.active : this.activeFor(options.rules);
-      const ids = storeKeys(active.keying, keys);
-      const decision = isPromise(ids) ? this.decideHashed(keys, ids, cost, active) : this.decide(keys, ids, cost, active);
+      const decision = this.consumeNow(keys, options);
       return isPromise(decision) ? decision : Promise.resolve(decision);
     } catch (error) {
       return Promise.reject(error);
@@ -503,8 +498,20 @@ class RateLimiter implements Limiter {
   }
 
   /**
+   * consume() without a promise when the store answers synchronously (MemoryStore): the
+   * decision is made here and now, without the frames and promises of an async call.
+   * Throws what consume() rejects with.
+   */
+  consumeNow(keys: Keys, options?: ConsumeOptions): Decision | Promise<Decision> {
+    const cost = checkCall(options, CONSUME);
+    const active = options === undefined ? this.active : this.activeFor(options.rules);
+    const ids = storeKeys(active.keying, keys);
+    return isPromise(ids) ? this.decideHashed(keys, ids, cost, active) : this.decide(keys, ids, cost, active);
+  }
+
+  /**
    * Decides a call once its long keys are hashed. A method of its own: a
-   * closure in consume() would make every call allocate a context for the
+   * closure in consumeNow() would make every call allocate a context for the
    * variables it captures, hashed or not.
    */
   private decideHashed(keys: Keys, ids: Promise<StoreKeys>, cost: number, active: Active): Promise<Decision> {
@@ -736,6 +743,15 @@ class RateLimiter implements Limiter {
 }
 
 const unmeasuredDecisions = new WeakSet<Decision>();
+
+/**
+ * `limiter.consume()`, answered synchronously when the limiter is one of Floodgate's and its
+ * store can (MemoryStore): for the request flow, which then needs no promise either. Throws
+ * what consume() rejects with.
+ */
+export function consumeNow(limiter: Limiter, keys: Keys, options?: ConsumeOptions): Decision | Promise<Decision> {
+  return limiter instanceof RateLimiter ? limiter.consumeNow(keys, options) : limiter.consume(keys, options);
+}
 
 /** Whether onStoreError 'allow' or 'deny' made this decision (rather than the store or an insurance limiter). */
 export function isUnmeasured(decision: Decision): boolean {

@@ -298,6 +298,47 @@ describe.each(frameworks)('%s specifics', (_, Fastify) => {
     });
   });
 
+  it('answers errors the same whether the limit decided at once or waited: a key that rejects, a handler that throws or rejects', async () => {
+    const app = newApp(Fastify);
+    app.setErrorHandler((error: Error & { code?: string }, _request, reply) => reply.code(500).send(`${error.code ?? error.name}: ${error.message}`));
+    await app.register(rateLimit, { ...minute, limit: 10, key: async () => '', validate: false });
+    app.get('/', ok);
+    const denials = newApp(Fastify);
+    denials.setErrorHandler((error: Error, _request, reply) => reply.code(500).send(`handled: ${error.message}`));
+    await denials.register(async (scope) => {
+      await scope.register(rateLimit, {
+        ...minute,
+        limit: 1,
+        handler: () => {
+          throw new Error('sync handler');
+        },
+      });
+      scope.get('/sync', ok);
+    });
+    await denials.register(async (scope) => {
+      await scope.register(rateLimit, {
+        ...minute,
+        limit: 1,
+        handler: async () => {
+          throw new Error('async handler');
+        },
+      });
+      scope.get('/async', ok);
+    });
+    await serve(app, async (get) => {
+      const res = await get('/');
+      expect([res.status, await res.text()]).toEqual([500, expect.stringContaining('ERR_FG_KEY: The key function returned ""')]);
+      expect((await get('/')).status).toBe(500); // and keeps serving
+    });
+    await serve(denials, async (get) => {
+      for (const path of ['/sync', '/async']) {
+        expect(await statuses(get, path, 1)).toEqual([200]);
+        const denied = await get(path);
+        expect([denied.status, await denied.text()]).toEqual([500, `handled: ${path.slice(1)} handler`]);
+      }
+    });
+  });
+
   it('never runs the route handler of a denied request; a handler may return the denial payload (status already set)', async () => {
     let handled = 0;
     const app = newApp(Fastify);

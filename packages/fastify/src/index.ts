@@ -4,9 +4,12 @@ import {
   createRateLimitFlow,
   fastifyProxyTrust,
   givenOptions,
+  type Header,
+  isPromise,
   joinHeader,
   type KeyBy,
   limiterOptionNames,
+  type Outcome,
   overlayLimiterOptions,
   type RateLimitOptions,
   type RequestReader,
@@ -49,9 +52,24 @@ export interface FastifyRateLimitOptions extends FastifyRouteRateLimitOptions {
   global?: boolean;
 }
 
-type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+type HookDone = (error?: Error) => void;
+type Hook = (request: FastifyRequest, reply: FastifyReply, done: HookDone) => void;
 type Options = Record<string, unknown>;
 type RouteHook = { stage: RateLimitHook; hook: Hook };
+
+/** Header names as Fastify keeps them, in lower case: reply.header() then makes no new string per request. */
+const lowerCaseNames = new Map<string, string>();
+
+function setHeaders(reply: FastifyReply, headers: readonly Header[]): void {
+  for (const [name, value] of headers) {
+    let lower = lowerCaseNames.get(name);
+    if (lower === undefined) {
+      lower = name.toLowerCase();
+      lowerCaseNames.set(name, lower);
+    }
+    reply.header(lower, value);
+  }
+}
 
 const reader: RequestReader<FastifyArgs> = {
   clientIp: (request) => request.ip,
@@ -103,22 +121,36 @@ function createHook(options: RateLimitOptions<FastifyArgs, FastifyHandler>): { h
     header: reader.header,
     trust: (request) => fastifyProxyTrust(request.server),
   });
-  const hook: Hook = async function floodgateRateLimit(request, reply) {
-    const outcome = await flow.run([request, reply]);
-    if (outcome.kind === 'skip') return;
-    for (const [name, value] of outcome.headers) reply.header(name, value);
-    if (outcome.kind === 'pass') {
+  const answer = (outcome: Outcome, request: FastifyRequest, reply: FastifyReply, done: HookDone): void => {
+    if (outcome.kind !== 'skip') setHeaders(reply, outcome.headers);
+    if (outcome.kind !== 'deny') {
       // The work is over when the handler has sent its reply and the response is sent or cut off.
-      if (flow.mustSettle(outcome)) settleWhenDone(flow, outcome, reply.raw, whenHandlerDone(request));
+      if (outcome.kind === 'pass' && flow.mustSettle(outcome)) settleWhenDone(flow, outcome, reply.raw, whenHandlerDone(request));
+      done();
       return;
     }
     reply.code(outcome.status);
-    if (outcome.custom && flow.handler !== undefined) {
-      const payload = await flow.handler(request, reply, outcome.decision);
-      if (payload !== undefined) reply.send(payload);
-      return reply; // an async hook that returns the reply ends the request: the route handler does not run
+    const handler = outcome.custom ? flow.handler : undefined;
+    if (handler === undefined) reply.type(outcome.contentType).send(outcome.body);
+    else {
+      // done() is never called: the request ends with what the handler sent or returned, the route handler does not run.
+      new Promise((resolve) => resolve(handler(request, reply, outcome.decision))).then((payload) => {
+        if (payload !== undefined) reply.send(payload);
+      }, done);
     }
-    return reply.type(outcome.contentType).send(outcome.body);
+  };
+  // A callback hook, not an async one: with the memory store the outcome is known at once, and
+  // the request goes on without the promises and microtask turns of async functions.
+  const hook: Hook = function floodgateRateLimit(request, reply, done) {
+    let outcome: Outcome | Promise<Outcome>;
+    try {
+      outcome = flow.runNow([request, reply]);
+    } catch (error) {
+      done(error as Error);
+      return;
+    }
+    if (isPromise(outcome)) outcome.then((settled) => answer(settled, request, reply, done)).catch(done);
+    else answer(outcome, request, reply, done);
   };
   return { hook, limiter: flow.limiter };
 }
@@ -188,13 +220,16 @@ function install(fastify: FastifyInstance, options: FastifyRateLimitOptions): vo
   if (base !== undefined && global) {
     // A context hook, not a route hook: it limits every route of the context whenever it was
     // declared, and the context's not-found handler, so that guessing URLs is limited too.
-    fastify.addHook(stage, async function floodgateRateLimitAll(request, reply) {
+    fastify.addHook(stage, function floodgateRateLimitAll(request: FastifyRequest, reply: FastifyReply, done: HookDone) {
       const own = request.routeOptions.config?.rateLimit;
-      if (own === undefined) return base.hook(request, reply);
-      if (own !== false && !routeHooks.has(own)) {
-        throw new FloodgateError(
-          ErrorCodes.OPTION,
-          `${request.method} ${request.url} has config.rateLimit but was declared before @floodgate/fastify was loaded: await app.register(rateLimit, ...) before declaring routes.`,
+      if (own === undefined) base.hook(request, reply, done);
+      else if (own === false || routeHooks.has(own)) done();
+      else {
+        done(
+          new FloodgateError(
+            ErrorCodes.OPTION,
+            `${request.method} ${request.url} has config.rateLimit but was declared before @floodgate/fastify was loaded: await app.register(rateLimit, ...) before declaring routes.`,
+          ),
         );
       }
     });

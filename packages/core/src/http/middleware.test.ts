@@ -110,3 +110,65 @@ describe('option validation, fuzzed', () => {
     );
   });
 });
+
+describe('runNow(): the request flow without promises where nothing needs one', () => {
+  const isThenable = (value: unknown) => typeof (value as { then?: unknown } | null)?.then === 'function';
+
+  it('answers synchronously with the memory store and synchronous callbacks, and the outcome is the one run() resolves to', async () => {
+    const flow = build({ limit: 2, windowMs: 60_000, validate: false, skip: () => false, cost: () => 1 });
+    const first = flow.runNow([]);
+    expect(isThenable(first)).toBe(false);
+    expect(first).toMatchObject({ kind: 'pass', decision: { allowed: true, remaining: 1 } });
+    expect(await flow.run([])).toMatchObject({ kind: 'pass', decision: { allowed: true, remaining: 0 } });
+    const denied = flow.runNow([]);
+    expect(isThenable(denied)).toBe(true); // a denial renders its body in an async step
+    expect(await denied).toMatchObject({ kind: 'deny', status: 429, decision: { allowed: false } });
+  });
+
+  it('waits only for the callbacks that return promises, in order: skip, key, cost, rules', async () => {
+    const calls: string[] = [];
+    const noted =
+      <T>(name: string, value: T) =>
+      async () => {
+        calls.push(name);
+        return value;
+      };
+    const flow = build({
+      windowMs: 60_000,
+      validate: false,
+      skip: noted('skip', false),
+      key: noted('key', 'k'),
+      cost: noted('cost', 2),
+      limit: noted('limit', 5),
+    });
+    const outcome = flow.runNow([]);
+    expect(isThenable(outcome)).toBe(true);
+    expect(await outcome).toMatchObject({ kind: 'pass', decision: { allowed: true, limit: 5, remaining: 3 } });
+    expect(calls).toEqual(['skip', 'key', 'cost', 'limit']);
+    expect(await flow.runNow([])).toMatchObject({ kind: 'pass', decision: { remaining: 1 } });
+  });
+
+  it('throws a bad key at once from runNow(), and run() rejects with it (never throws)', async () => {
+    const flow = build({ limit: 2, windowMs: 60_000, validate: false, key: () => '' });
+    expect(() => flow.runNow([])).toThrow(expect.objectContaining({ code: 'ERR_FG_KEY' }));
+    let ran: Promise<unknown> | undefined;
+    expect(() => {
+      ran = flow.run([]);
+    }).not.toThrow();
+    await expect(ran).rejects.toMatchObject({ code: 'ERR_FG_KEY' });
+  });
+
+  it('sets taken only when a refund may follow, so that settling has work only then', async () => {
+    const plain = build({ limit: 5, windowMs: 60_000, validate: false });
+    const refunding = build({ limit: 5, windowMs: 60_000, validate: false, skipFailedRequests: true });
+    const kept = await plain.run([]);
+    const refundable = await refunding.run([]);
+    expect(kept).toMatchObject({ kind: 'pass', taken: undefined });
+    expect(plain.mustSettle(kept)).toBe(false);
+    expect(refundable).toMatchObject({ kind: 'pass', taken: { keys: 'k', cost: 1 } });
+    expect(refunding.mustSettle(refundable)).toBe(true);
+    refunding.settle(refundable, 500);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect((await refunding.limiter.peek('k')).remaining).toBe(5); // the failed request's unit is back
+  });
+});

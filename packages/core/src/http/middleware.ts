@@ -2,7 +2,7 @@ import { isPromise } from '../awaitable.js';
 import type { Decision } from '../decision.js';
 import { describe, type ErrorCode, ErrorCodes, FloodgateError, isFloodgateError, orDefault } from '../errors.js';
 import type { Keys } from '../keys.js';
-import { type ConsumeOptions, createLimiter, isUnmeasured, type Limiter } from '../limiter.js';
+import { type ConsumeOptions, consumeNow, createLimiter, isUnmeasured, type Limiter } from '../limiter.js';
 import { adapterOptionNames, type LimiterOptions, limiterOptionNames, rejectUnknownKeys, ruleShorthandNames } from '../options.js';
 import type { RuleOptions } from '../rules.js';
 import { sleep } from '../sleep.js';
@@ -98,7 +98,7 @@ export type Outcome =
       readonly headers: Header[];
       /** What every limiter that decided this request so far reported, this one last: the headers' source. */
       readonly reports: readonly PolicyReport[];
-      /** Set when units were taken, so that `settle` can give them back. */
+      /** Set when units were taken and skipSuccessfulRequests or skipFailedRequests may give them back (`settle`). */
       readonly taken: { readonly keys: Keys; readonly cost: number; readonly rules: readonly RuleOptions[] | undefined } | undefined;
       /** Set when a concurrency rule leased units: `settle` ends the lease. */
       readonly lease: { readonly keys: Keys; readonly leaseId: string; readonly rules: readonly RuleOptions[] | undefined } | undefined;
@@ -128,6 +128,12 @@ export interface RateLimitFlow<Args extends unknown[], Handler> {
    * the adapter passes to the framework's error path.
    */
   run(args: Args): Promise<Outcome>;
+  /**
+   * `run()` without a promise when every callback and the store answered synchronously
+   * (the memory store): for adapters whose framework takes a synchronous answer. Throws
+   * what run() rejects with.
+   */
+  runNow(args: Args): Outcome | Promise<Outcome>;
   /** Tells the flow how the response ended (`undefined`: it failed or was cut off): ends leases, refunds as configured. */
   settle(outcome: Outcome, status: number | undefined): void;
   /**
@@ -395,6 +401,7 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
   const rulesOf = perRequest ? compileRulesOption<Args>(options, limiter, where) : undefined;
   const cost = orDefault<NonNullable<typeof options.cost>>(options.cost, 1);
   const { skip, shadow = false, skipSuccessfulRequests = false, skipFailedRequests = false } = options;
+  const refunds = skipSuccessfulRequests || skipFailedRequests;
   const staticBody = typeof message === 'function' || problemDetails ? undefined : render(message);
   const requestOf = adapter.request;
   /** The reports of the request so far, this limiter's added. */
@@ -418,80 +425,123 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
   const denied = compileAccessList<Args>(options.denyList, 'denyList');
   const allowed = compileAccessList<Args>(options.allowList, 'allowList');
   const validate = createValidations<Args>(options.validate, keyOption, adapter);
+  const denyListed = (args: Args): Outcome => {
+    adapter.expose(DENY_LISTED, ...args);
+    return { kind: 'deny', decision: DENY_LISTED, headers: [], reports: [], status: 403, custom: false, ...render(FORBIDDEN_MESSAGE) };
+  };
+
+  // The steps of a request, each a function of what the ones before found. Callbacks usually answer
+  // synchronously, and so does the memory store: a step waits (then()) only for a value that is a
+  // promise, so that a request pays no promise and no microtask turn for what it does not wait for.
+  const afterSkip = (args: Args): Outcome | Promise<Outcome> => {
+    if (denied === undefined) return afterDenyList(args);
+    const listed = denied(adapter.clientIp(...args), args);
+    if (isPromise(listed)) return listed.then((yes) => (yes ? denyListed(args) : afterDenyList(args)));
+    return listed ? denyListed(args) : afterDenyList(args);
+  };
+  const afterDenyList = (args: Args): Outcome | Promise<Outcome> => {
+    if (allowed === undefined) return withArgs(args);
+    const listed = allowed(adapter.clientIp(...args), args);
+    if (isPromise(listed)) return listed.then((yes) => (yes ? SKIP : withArgs(args)));
+    return listed ? SKIP : withArgs(args);
+  };
+  const withArgs = (args: Args): Outcome | Promise<Outcome> => {
+    const keyed = keysOf(args);
+    return isPromise(keyed) ? keyed.then((keys) => withKeys(args, keys)) : withKeys(args, keyed);
+  };
+  const withKeys = (args: Args, keys: Keys): Outcome | Promise<Outcome> => {
+    if (validate !== undefined) validate(args, typeof keys === 'string' ? keys : Object.values(keys).join('}'));
+    if (typeof cost === 'number') return withCost(args, keys, cost);
+    const costed = guarded(cost, args, ErrorCodes.COST, 'cost');
+    return isPromise(costed) ? costed.then((units) => withCost(args, keys, checkCost(units))) : withCost(args, keys, checkCost(costed));
+  };
+  const withCost = (args: Args, keys: Keys, units: number): Outcome | Promise<Outcome> => {
+    if (rulesOf === undefined) return consumed(args, keys, units, undefined);
+    const ruled = rulesOf(args);
+    return isPromise(ruled) ? ruled.then((rules) => consumed(args, keys, units, rules)) : consumed(args, keys, units, ruled);
+  };
+  const consumed = (args: Args, keys: Keys, units: number, rules: readonly RuleOptions[] | undefined): Outcome | Promise<Outcome> => {
+    // The time the decision is about: X-RateLimit-Reset is this plus resetMs, whatever happens after.
+    const decidedAt = limiter.now();
+    const call: ConsumeOptions | undefined = rules !== undefined ? { cost: units, rules } : units === 1 ? undefined : { cost: units };
+    const decision = consumeNow(limiter, keys, call);
+    return isPromise(decision) ? decision.then((d) => decided(args, keys, units, rules, decidedAt, d)) : decided(args, keys, units, rules, decidedAt, decision);
+  };
+  const decided = (
+    args: Args,
+    keys: Keys,
+    units: number,
+    rules: readonly RuleOptions[] | undefined,
+    decidedAt: number,
+    decision: Decision,
+  ): Outcome | Promise<Outcome> => {
+    adapter.expose(decision, ...args);
+    const inForce = rules === undefined ? limiter.rules : limiter.rulesFor(rules);
+    // Built field by field: spreading optional parts costs a request an object copy each.
+    const report: { -readonly [K in keyof PolicyReport]: PolicyReport[K] } = { decision, rules: inForce, decidedAt };
+    if (shadow) report.shadow = shadow;
+    if (headersMode === 'draft-10' && decision.storeError === undefined) {
+      return partitionKeys(inForce, keys).then((partitions) => {
+        report.partitionKeys = partitions;
+        return outcomeOf(args, keys, units, rules, decision, reportOn(args, report));
+      });
+    }
+    return outcomeOf(args, keys, units, rules, decision, reportOn(args, report));
+  };
+  const outcomeOf = (
+    args: Args,
+    keys: Keys,
+    units: number,
+    rules: readonly RuleOptions[] | undefined,
+    decision: Decision,
+    reports: readonly PolicyReport[],
+  ): Outcome | Promise<Outcome> => {
+    if (!decision.allowed && !shadow) return denial(args, decision, reports);
+    const taken = refunds && decision.allowed && decision.storeError === undefined ? { keys, cost: units, rules } : undefined;
+    const lease = decision.leaseId === undefined ? undefined : { keys, leaseId: decision.leaseId, rules };
+    const outcome: Outcome = { kind: 'pass', decision, headers: rateLimitHeaders(reports, headersMode, undefined), reports, taken, lease };
+    return decision.allowed && decision.delayMs > 0 ? sleep(decision.delayMs).then(() => outcome) : outcome;
+  };
+  const denial = async (args: Args, decision: Decision, reports: readonly PolicyReport[]): Promise<Outcome> => {
+    const storeDown = decision.storeError !== undefined && isUnmeasured(decision);
+    const status = storeDown ? 503 : statusCode;
+    const headers = rateLimitHeaders(reports, headersMode, status);
+    if (options.handler !== undefined) return { kind: 'deny', decision, headers, reports, status, custom: true, body: '', contentType: '' };
+    let rendered = staticBody;
+    if (rendered === undefined) {
+      const written = storeDown ? STORE_DOWN_MESSAGE : typeof message === 'function' ? await message(...args) : message;
+      if (problemDetails) {
+        const given =
+          written === DEFAULT_MESSAGE || storeDown
+            ? {}
+            : typeof written === 'string'
+              ? { detail: written }
+              : { extensions: written as Record<string, unknown> };
+        rendered = problemResponse(reports, status, written === undefined ? {} : given);
+      } else rendered = render(written ?? DEFAULT_MESSAGE);
+    } else if (storeDown) rendered = render(STORE_DOWN_MESSAGE);
+    return { kind: 'deny', decision, headers, reports, status, custom: false, ...rendered };
+  };
+
+  const runNow = (args: Args): Outcome | Promise<Outcome> => {
+    if (skip === undefined) return afterSkip(args);
+    const skipped = skip(...args);
+    if (isPromise(skipped)) return skipped.then((yes) => (yes ? SKIP : afterSkip(args)));
+    return skipped ? SKIP : afterSkip(args);
+  };
+
   return {
     limiter,
     handler: options.handler,
+    runNow,
 
-    // Callbacks usually answer synchronously: each is awaited only when it returned a promise,
-    // so that a request does not pay a microtask turn per option it does not use.
-    async run(args) {
-      if (skip !== undefined) {
-        const skipped = skip(...args);
-        if (isPromise(skipped) ? await skipped : skipped) return SKIP;
+    run(args) {
+      try {
+        const outcome = runNow(args);
+        return isPromise(outcome) ? outcome : Promise.resolve(outcome);
+      } catch (error) {
+        return Promise.reject(error);
       }
-      if (denied !== undefined) {
-        const listed = denied(adapter.clientIp(...args), args);
-        if (isPromise(listed) ? await listed : listed) {
-          adapter.expose(DENY_LISTED, ...args);
-          return { kind: 'deny', decision: DENY_LISTED, headers: [], reports: [], status: 403, custom: false, ...render(FORBIDDEN_MESSAGE) };
-        }
-      }
-      if (allowed !== undefined) {
-        const listed = allowed(adapter.clientIp(...args), args);
-        if (isPromise(listed) ? await listed : listed) return SKIP;
-      }
-      const keyed = keysOf(args);
-      const keys = isPromise(keyed) ? await keyed : keyed;
-      if (validate !== undefined) validate(args, typeof keys === 'string' ? keys : Object.values(keys).join('}'));
-      let units = 1;
-      if (typeof cost === 'number') units = cost;
-      else {
-        const costed = guarded(cost, args, ErrorCodes.COST, 'cost');
-        units = checkCost(isPromise(costed) ? await costed : costed);
-      }
-      let rules: readonly RuleOptions[] | undefined;
-      if (rulesOf !== undefined) {
-        const ruled = rulesOf(args);
-        rules = isPromise(ruled) ? await ruled : ruled;
-      }
-      // The time the decision is about: X-RateLimit-Reset is this plus resetMs, whatever happens after.
-      const decidedAt = limiter.now();
-      const call: ConsumeOptions | undefined = rules !== undefined ? { cost: units, rules } : units === 1 ? undefined : { cost: units };
-      const decision = await limiter.consume(keys, call);
-      adapter.expose(decision, ...args);
-      const inForce = rules === undefined ? limiter.rules : limiter.rulesFor(rules);
-      const partitions = headersMode === 'draft-10' && decision.storeError === undefined ? await partitionKeys(inForce, keys) : undefined;
-      // Built field by field: spreading optional parts costs a request an object copy each.
-      const report: { -readonly [K in keyof PolicyReport]: PolicyReport[K] } = { decision, rules: inForce, decidedAt };
-      if (partitions !== undefined) report.partitionKeys = partitions;
-      if (shadow) report.shadow = shadow;
-      const reports = reportOn(args, report);
-
-      if (decision.allowed || shadow) {
-        if (decision.allowed && decision.delayMs > 0) await sleep(decision.delayMs);
-        const taken = decision.allowed && decision.storeError === undefined ? { keys, cost: units, rules } : undefined;
-        const lease = decision.leaseId === undefined ? undefined : { keys, leaseId: decision.leaseId, rules };
-        return { kind: 'pass', decision, headers: rateLimitHeaders(reports, headersMode, undefined), reports, taken, lease };
-      }
-
-      const storeDown = decision.storeError !== undefined && isUnmeasured(decision);
-      const status = storeDown ? 503 : statusCode;
-      const headers = rateLimitHeaders(reports, headersMode, status);
-      if (options.handler !== undefined) return { kind: 'deny', decision, headers, reports, status, custom: true, body: '', contentType: '' };
-      let rendered = staticBody;
-      if (rendered === undefined) {
-        const written = storeDown ? STORE_DOWN_MESSAGE : typeof message === 'function' ? await message(...args) : message;
-        if (problemDetails) {
-          const given =
-            written === DEFAULT_MESSAGE || storeDown
-              ? {}
-              : typeof written === 'string'
-                ? { detail: written }
-                : { extensions: written as Record<string, unknown> };
-          rendered = problemResponse(reports, status, written === undefined ? {} : given);
-        } else rendered = render(written ?? DEFAULT_MESSAGE);
-      } else if (storeDown) rendered = render(STORE_DOWN_MESSAGE);
-      return { kind: 'deny', decision, headers, reports, status, custom: false, ...rendered };
     },
 
     headersOf(outcome) {
@@ -500,7 +550,7 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
     },
 
     mustSettle(outcome) {
-      return outcome.kind === 'pass' && (outcome.lease !== undefined || (outcome.taken !== undefined && (skipSuccessfulRequests || skipFailedRequests)));
+      return outcome.kind === 'pass' && (outcome.lease !== undefined || outcome.taken !== undefined);
     },
 
     settle(outcome, status) {

@@ -107,6 +107,10 @@ const functionMissing = (error: unknown) => /Function not found/i.test(messageOf
 const functionsUnavailable = (error: unknown) => /unknown command|NOPERM|not allowed|unsupported/i.test(messageOf(error));
 const scriptMissing = (error: unknown) => /^NOSCRIPT/.test(messageOf(error));
 
+const rethrowLibraryError = (error: unknown): never => {
+  throw libraryError(error);
+};
+
 /**
  * What the library raised itself (`FG_*`, see lua/prelude.lua), or a Lua
  * error while reading a key's state, as a FloodgateError. A state the library
@@ -192,14 +196,21 @@ export class RedisStore implements Store {
     return this.mode;
   }
 
-  async consume(keys: StoreKeys, ruleSet: RuleSet, cost: number, now: number, leaseId = ''): Promise<RuleDecision[]> {
-    const prepared = this.prepare(ruleSet);
-    const batches = this.batches(keys, ruleSet, prepared);
-    if (batches.length === 1) {
+  consume(keys: StoreKeys, ruleSet: RuleSet, cost: number, now: number, leaseId = ''): Promise<RuleDecision[]> {
+    // Not an async function: the common call (one batch) is one promise chain, without the frames of awaits.
+    try {
+      const prepared = this.prepare(ruleSet);
+      const batches = this.batches(keys, ruleSet, prepared);
+      if (batches.length > 1) return this.consumeBySlot(batches, ruleSet, prepared, cost, now, leaseId);
       const batch = batches[0] as Batch;
-      const reply = prepared.fast ? await this.consumeFast(batch, cost, prepared) : await this.decide(batch, 'consume', cost, now, leaseId, prepared);
-      return this.merged(batches, [reply], ruleSet, prepared, cost, 'consume');
+      const reply = prepared.fast ? this.consumeFast(batch, cost, prepared) : this.decide(batch, 'consume', cost, now, leaseId, prepared);
+      return reply.then((numbers) => this.merged(batches, [numbers], ruleSet, prepared, cost, 'consume'));
+    } catch (error) {
+      return Promise.reject(error);
     }
+  }
+
+  private async consumeBySlot(batches: Batch[], ruleSet: RuleSet, prepared: Prepared, cost: number, now: number, leaseId: string): Promise<RuleDecision[]> {
     // A Cluster, and the keys of the call in several slots: one call per slot, in turn, the
     // slot of `global` rules (shared by every client) last. When one denies, the slots that
     // admitted give back what they took before this call returns, and the slots not asked
@@ -287,9 +298,9 @@ export class RedisStore implements Store {
   }
 
   /** One consume, peek or deny of a batch: the reply, checked. */
-  private async decide(batch: Batch, op: 'consume' | 'peek' | 'deny', cost: number, now: number, leaseId: string, prepared: Prepared): Promise<number[]> {
+  private decide(batch: Batch, op: 'consume' | 'peek' | 'deny', cost: number, now: number, leaseId: string, prepared: Prepared): Promise<number[]> {
     const size = 1 + batch.rules.reduce((sum, i) => sum + (prepared.views[i] as RuleView).size, 0);
-    return readReply(await this.send(batch, op, cost, now, leaseId, op === 'peek'), size);
+    return this.send(batch, op, cost, now, leaseId, op === 'peek').then((reply) => readReply(reply, size));
   }
 
   /**
@@ -299,14 +310,15 @@ export class RedisStore implements Store {
    * write function does, and the script answers nil, having written nothing:
    * the call then runs the write script.
    */
-  private async consumeFast(batch: Batch, cost: number, prepared: Prepared): Promise<number[]> {
+  private consumeFast(batch: Batch, cost: number, prepared: Prepared): Promise<number[]> {
     const spec = batch.specs[0] as string;
-    const reply = await this.invoke(batch.keys, cost === 1 ? [spec] : [spec, String(cost)], 'fast');
-    if (reply === null) return this.decide(batch, 'consume', cost, 0, '', prepared);
-    const size = 1 + (prepared.views[0] as RuleView).size;
-    const numbers = readReply(reply, Array.isArray(reply) && reply.length === size ? size : size - 3);
-    if (numbers.length < size) numbers.push(0, 0, 0);
-    return numbers;
+    return this.invoke(batch.keys, cost === 1 ? [spec] : [spec, String(cost)], 'fast').then((reply) => {
+      if (reply === null) return this.decide(batch, 'consume', cost, 0, '', prepared);
+      const size = 1 + (prepared.views[0] as RuleView).size;
+      const numbers = readReply(reply, Array.isArray(reply) && reply.length === size ? size : size - 3);
+      if (numbers.length < size) numbers.push(0, 0, 0);
+      return numbers;
+    });
   }
 
   /**
@@ -366,41 +378,49 @@ export class RedisStore implements Store {
   }
 
   /** Runs one function of the library: FCALL, or EVALSHA in scripts mode. */
-  private async invoke(keys: string[], args: string[], entry: Entry): Promise<unknown> {
+  private invoke(keys: string[], args: string[], entry: Entry): Promise<unknown> {
     // Fail fast while the client is between connections: a command sent now would wait in
     // its offline queue, and run late (counting a request already decided) when Redis returns.
     const offline = this.connection.offline();
-    if (offline !== undefined) throw new FloodgateError(ErrorCodes.STORE_UNAVAILABLE, `The Redis client is not connected (${offline}).`);
-    try {
-      return await this.run(keys, args, entry);
-    } catch (error) {
-      throw libraryError(error);
-    }
+    if (offline !== undefined) return Promise.reject(new FloodgateError(ErrorCodes.STORE_UNAVAILABLE, `The Redis client is not connected (${offline}).`));
+    return this.run(keys, args, entry);
   }
 
-  private async run(keys: string[], args: string[], entry: Entry): Promise<unknown> {
-    const readOnly = entry === 'readOnly';
-    if (this.mode === 'functions') {
-      const name = LIBRARY[entry];
-      try {
-        return await this.connection.fcall(name, readOnly, keys, args);
-      } catch (error) {
-        if (functionMissing(error)) {
-          // Redis restarted, its functions were flushed, or a node joined the Cluster: load, and call again.
-          try {
-            await this.load();
-          } catch (loadError) {
-            if (this.pinned || !functionsUnavailable(loadError)) throw loadError;
-            this.mode = 'scripts';
-            return this.run(keys, args, entry);
-          }
-          return this.connection.fcall(name, readOnly, keys, args);
-        }
-        if (this.pinned || !functionsUnavailable(error)) throw error;
-        this.mode = 'scripts';
-      }
+  /**
+   * One call of the library; its failures as libraryError() reads them. Not an async function:
+   * a call that succeeds at once (FCALL, Redis 7) costs one promise more than the client's.
+   */
+  private run(keys: string[], args: string[], entry: Entry): Promise<unknown> {
+    if (this.mode !== 'functions') return this.runScript(keys, args, entry).catch(rethrowLibraryError);
+    let called: Promise<unknown>;
+    try {
+      called = this.connection.fcall(LIBRARY[entry], entry === 'readOnly', keys, args);
+    } catch (error) {
+      called = Promise.reject(error);
     }
+    return called.catch((error: unknown) => this.fcallFailed(error, keys, args, entry).catch(rethrowLibraryError));
+  }
+
+  private async fcallFailed(error: unknown, keys: string[], args: string[], entry: Entry): Promise<unknown> {
+    if (functionMissing(error)) {
+      // Redis restarted, its functions were flushed, or a node joined the Cluster: load, and call again.
+      try {
+        await this.load();
+      } catch (loadError) {
+        if (this.pinned || !functionsUnavailable(loadError)) throw loadError;
+        this.mode = 'scripts';
+        return this.runScript(keys, args, entry);
+      }
+      return this.connection.fcall(LIBRARY[entry], entry === 'readOnly', keys, args);
+    }
+    if (this.pinned || !functionsUnavailable(error)) throw error;
+    this.mode = 'scripts';
+    return this.runScript(keys, args, entry);
+  }
+
+  private async runScript(keys: string[], args: string[], entry: Entry): Promise<unknown> {
     const script = LIBRARY.scripts[entry];
+    const readOnly = entry === 'readOnly';
     try {
       return await this.connection.evaluate(script, true, readOnly, keys, args);
     } catch (error) {
