@@ -26,7 +26,8 @@ export const FILES = ['fast.lua', 'prelude.lua', 'fixed-window.lua', 'sliding-wi
 export const sha1 = (text) => createHash('sha1').update(text).digest('hex');
 
 export function assembleLibrary() {
-  const body = FILES.map((file) => `-- ${file}\n${readFileSync(new URL(file, LUA_DIR), 'utf8').trimEnd()}\n`).join('\n');
+  const parts = FILES.map((file) => `-- ${file}\n${readFileSync(new URL(file, LUA_DIR), 'utf8').trimEnd()}\n`);
+  const body = parts.join('\n');
   const version = sha1(body).slice(0, 12);
   const name = `floodgate_${version}`;
   const write = `fg_${version}`;
@@ -46,7 +47,7 @@ export function assembleLibrary() {
   const writeScript = script('', 'false');
   const readOnlyScript = script(' flags=no-writes', 'true');
   // nil (a null reply) where the fast path cannot decide: the store then runs the write script.
-  const fastScript = `#!lua\n${body.slice(0, body.indexOf('\n-- prelude.lua\n'))}\nreturn fast(KEYS, ARGV)\n`;
+  const fastScript = `#!lua\n${parts[FILES.indexOf('fast.lua')]}\nreturn fast(KEYS, ARGV)\n`;
   const entry = (source) => ({ source, sha1: sha1(source) });
   return {
     name,
