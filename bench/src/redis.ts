@@ -52,6 +52,8 @@ export interface RedisResults {
   sentPerCall: Partial<Record<RedisContenderId, number>>;
   /** Commands Redis ran per decision (INFO commandstats, sequential): those sent and those its scripts and functions call. */
   commandsPerCall: Partial<Record<RedisContenderId, number>>;
+  /** Writes to the connection's socket per call with calls in flight (each a system call): 1 unless the library batches. */
+  writesPerCall: Partial<Record<RedisContenderId, number>>;
   /** Calls not admitted or failed (should be 0). */
   failures: Partial<Record<RedisContenderId, Failures>>;
   inFlight: number;
@@ -90,6 +92,14 @@ export async function benchRedis(config: BenchConfig): Promise<RedisResults> {
       sent++;
       return send(...args);
     };
+    // Every write to its socket: ioredis writes each command on its own, a pipeline in one.
+    let writes = 0;
+    const stream = redis.stream;
+    const write = stream.write;
+    stream.write = function (this: typeof stream, ...args: Parameters<typeof write>) {
+      writes++;
+      return write.apply(this, args);
+    } as typeof write;
     const redisVersion = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1] ?? 'unknown';
     const results: RedisResults = {
       contenders: redisThroughputContenders.map((id) => redisContenderInfo[id]),
@@ -97,6 +107,7 @@ export async function benchRedis(config: BenchConfig): Promise<RedisResults> {
       redisMicrosPerCall: { sequential: perContender(() => []), concurrent: perContender(() => []) },
       sentPerCall: {},
       commandsPerCall: {},
+      writesPerCall: {},
       failures: perContender(() => ({ notAdmitted: 0, errors: 0 })),
       inFlight,
       sequentialOps,
@@ -124,11 +135,13 @@ export async function benchRedis(config: BenchConfig): Promise<RedisResults> {
           await redis.flushall();
           await redis.config('RESETSTAT');
           const sentBefore = sent;
+          const writesBefore = writes;
           const started = process.hrtime.bigint();
           const outcome = await runCalls(contenders.get(id) as NonNullable<ReturnType<typeof contenders.get>>, keys, ops, mode === 'sequential' ? 1 : inFlight);
           const opsPerSecond = ops / (Number(process.hrtime.bigint() - started) / 1e9);
           results.throughput[mode][id]?.push(opsPerSecond);
           const sentDuring = sent - sentBefore;
+          if (mode === 'concurrent') results.writesPerCall[id] = (writes - writesBefore) / ops;
           const stats = await commandStats(redis);
           results.redisMicrosPerCall[mode][id]?.push(stats.scriptMicros / ops);
           if (mode === 'sequential') {

@@ -148,6 +148,7 @@ function redisSection(results: BenchResults): string {
     formatNumber(median(micros.concurrent[c.id] ?? []), 1),
     formatNumber(redis.sentPerCall[c.id] ?? Number.NaN, 2),
     formatNumber(redis.commandsPerCall[c.id] ?? Number.NaN, 2),
+    formatNumber(redis.writesPerCall?.[c.id] ?? Number.NaN, 2),
   ]);
   const counts = [...new Set(redis.memory.map((row) => row.keys))];
   const contenders = [...new Set(redis.memory.map((row) => row.contender))];
@@ -192,10 +193,11 @@ function redisSection(results: BenchResults): string {
       `(${redis.concurrentOps.toLocaleString('en-US')} calls). The floor is one EVALSHA of a 3-line INCR + PEXPIRE script on the same connection. ` +
       'Keys: the random IPv4-like sequence of the memory benchmark; the keyspace is flushed before each measurement. ' +
       '"Redis µs/call" is the time Redis itself spent in the script or function per decision (FCALL, EVALSHA and EVAL in INFO commandstats, 64 in flight): with calls in flight, Redis\'s single thread is the bottleneck. ' +
-      '"sent/call": commands the client sent per decision (counted on the connection, sequential): the round trips, as no library here pipelines. "run/call": commands Redis ran per decision (INFO commandstats), those the scripts and functions call included. ' +
+      '"sent/call": commands the client sent per decision (counted on the connection, sequential): the round trips. "run/call": commands Redis ran per decision (INFO commandstats), those the scripts and functions call included. ' +
+      `"writes/call": writes to the connection's socket per decision with ${redis.inFlight} in flight, each a system call: ioredis writes each command on its own, and Floodgate sends the calls made during one turn of the event loop in one pipeline (the first at once, the others at the end of the turn). ` +
       'The plan row calls `consume(key, { rules })` with one of 3 constant plans in turn; the scope rows are those of the memory benchmark (one FCALL over 3 keys against 3 limiters, each with its own prefix, awaited in turn).',
     '',
-    table(['store', 'sequential /s', '× floor', `${redis.inFlight} in flight /s`, '× floor', 'Redis µs/call', 'sent/call', 'run/call'], rows),
+    table(['store', 'sequential /s', '× floor', `${redis.inFlight} in flight /s`, '× floor', 'Redis µs/call', 'sent/call', 'run/call', 'writes/call'], rows),
     ...instructionSection,
     '',
     `Redis bytes per key (used_memory delta over N keys, one rule, each library's default key naming, client key \`10.x.y.z\`). At 16 384 keys Redis's main hash table is full; at 10 000 it is partly empty and each key carries a larger share of it.`,

@@ -84,6 +84,7 @@ function redisBound(results: BenchResults, id: RedisContenderId, mode: 'sequenti
       : '') +
     (mode === 'concurrent'
       ? " With 64 calls in flight Redis's one thread and the client's share the machine's two cores, so both the function's time and the client's CPU per call set the rate." +
+        ` Socket writes per call: ${formatNumber(redis.writesPerCall?.[id] ?? Number.NaN, 2)} for Floodgate, ${formatNumber(redis.writesPerCall?.['rate-limit-redis'] ?? Number.NaN, 2)} for rate-limit-redis, ${formatNumber(redis.writesPerCall?.floor ?? Number.NaN, 2)} for the floor.` +
         topFrames(results.profiles, 'Floodgate RedisStore')
       : ' Awaited in turn, a call costs a round trip on loopback plus the client and server time; the differences above are what is left between the libraries.')
   );

@@ -6,6 +6,7 @@ import { type RedisServer, startRedis, useRedisServer } from '@floodgate/test-su
 import { Redis as IoRedis, type Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assembleLibrary, renderModule } from '../../scripts/build-lua.mjs';
+import type { Decision } from '../decision.js';
 import { createLimiter, type Limiter } from '../limiter.js';
 import type { LimiterOptions } from '../options.js';
 import { algorithms, type RuleOptions } from '../rules.js';
@@ -153,6 +154,96 @@ describe('the Redis library', () => {
       expect(names).toEqual(expect.arrayContaining([other, LIBRARY.name]));
       expect(errors).toEqual([]);
     });
+
+    /** The writes `client` makes to its socket while `action` runs. */
+    async function socketWrites(client: Redis, action: () => Promise<unknown>): Promise<number> {
+      const stream = client.stream;
+      const write = stream.write;
+      let writes = 0;
+      stream.write = function (this: typeof stream, ...args: Parameters<typeof write>) {
+        writes++;
+        return write.apply(this, args);
+      } as typeof write;
+      try {
+        await action();
+      } finally {
+        stream.write = write;
+      }
+      return writes;
+    }
+
+    it('sends the calls of one event-loop turn in two writes, not one each, and decides each on its own', async () => {
+      const { limiter, errors } = strictLimiter({
+        algorithm: 'fixed-window',
+        limit: 25,
+        windowMs: 60_000,
+        store: new RedisStore({ client }),
+        prefix: fresh('turn'),
+      });
+      await limiter.peek('warm'); // the library is loaded
+      let decisions: Decision[] = [];
+      const writes = await socketWrites(client, async () => {
+        decisions = await Promise.all(Array.from({ length: 40 }, () => limiter.consume('k')));
+      });
+      expect(writes).toBe(2); // the first call at once, the 39 others in one pipeline
+      // Each call is its own FCALL, atomic: 25 admitted, each seeing the counts of those before it.
+      expect(decisions.filter((d) => d.allowed)).toHaveLength(25);
+      expect(decisions.map((d) => d.remaining)).toEqual([...Array.from({ length: 25 }, (_, i) => 24 - i), ...Array.from({ length: 15 }, () => 0)]);
+      // A turn with one call sends it at once, alone, as before.
+      expect(await socketWrites(client, () => limiter.consume('k'))).toBe(1);
+      expect(errors).toEqual([]);
+    });
+
+    it('loads the library once again for a whole turn of calls that found it missing (FUNCTION FLUSH), and decides them all', async () => {
+      const { limiter, errors } = strictLimiter({
+        algorithm: 'gcra',
+        limit: 30,
+        windowMs: 60_000,
+        store: new RedisStore({ client }),
+        prefix: fresh('turn-flush'),
+      });
+      expect((await limiter.consume('k')).remaining).toBe(29);
+      await client.call('FUNCTION', 'FLUSH');
+      let decisions: Decision[] = [];
+      const sent = await commandsSent(client, async () => {
+        decisions = await Promise.all(Array.from({ length: 20 }, () => limiter.consume('k')));
+      });
+      expect(sent.filter(([name]) => name === 'function')).toHaveLength(1);
+      expect(decisions.every((d) => d.allowed)).toBe(true);
+      expect(decisions.map((d) => d.remaining).sort((a, b) => b - a)).toEqual(Array.from({ length: 20 }, (_, i) => 28 - i));
+      expect(errors).toEqual([]);
+    });
+  });
+
+  it('fails the calls of a turn fast when the client lost its connection before they went out, instead of queueing them offline', async () => {
+    // A client that drops its connection between a call and the end of the turn cannot be
+    // provoked on time with a real one: a client of ioredis's shape, whose status changes then.
+    let executed = 0;
+    const client = {
+      status: 'ready',
+      fcall: () => Promise.resolve([1, 0, 60_000]),
+      fcall_ro: () => Promise.resolve([]),
+      evalsha: () => Promise.reject(new Error('not used')),
+      evalsha_ro: () => Promise.reject(new Error('not used')),
+      eval: () => Promise.reject(new Error('not used')),
+      eval_ro: () => Promise.reject(new Error('not used')),
+      function: () => Promise.resolve('OK'),
+      pipeline: () => ({
+        fcall: () => undefined,
+        fcall_ro: () => undefined,
+        exec: () => {
+          executed++;
+          return Promise.resolve([]);
+        },
+      }),
+    };
+    const { limiter } = strictLimiter({ algorithm: 'fixed-window', limit: 5, windowMs: 60_000, store: new RedisStore({ client }) });
+    const first = limiter.consume('k');
+    const second = limiter.consume('k');
+    client.status = 'reconnecting';
+    expect(await first).toMatchObject({ allowed: true, remaining: 4 }); // went out at once
+    expect((await second).storeError).toMatchObject({ code: 'ERR_FG_STORE_UNAVAILABLE', message: expect.stringMatching(/reconnecting/) });
+    expect(executed).toBe(0);
   });
 
   it('runs as scripts where Functions are forbidden (an ACL): on the first NOPERM, for good, with the same decisions', async () => {

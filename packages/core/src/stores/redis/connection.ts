@@ -22,12 +22,21 @@ export interface IoRedisLike {
   eval(script: string, numKeys: number, ...keysAndArgs: string[]): Reply;
   eval_ro(script: string, numKeys: number, ...keysAndArgs: string[]): Reply;
   function(subcommand: 'LOAD', replace: 'REPLACE', code: string): Reply;
+  /** Commands sent in one write, their replies in order as [error, reply] (absent on a Cluster's older versions: no batching). */
+  pipeline?(): IoRedisPipeline;
   /** Set on a connection: 'ready', 'reconnecting', ... */
   status?: string;
   /** ioredis' Cluster: true. */
   isCluster?: boolean;
   /** ioredis' Cluster: its nodes. */
   nodes?(role: 'master'): IoRedisLike[];
+}
+
+/** An ioredis pipeline: the commands the store batches. */
+export interface IoRedisPipeline {
+  fcall(name: string, numKeys: number, ...keysAndArgs: string[]): unknown;
+  fcall_ro(name: string, numKeys: number, ...keysAndArgs: string[]): unknown;
+  exec(): Promise<[Error | null, unknown][] | null>;
 }
 
 /** node-redis v4+ (`createClient()`, `createCluster()`). */
@@ -86,13 +95,86 @@ export interface Connection {
 /** ioredis client states in which a command would only wait in the offline queue for a connection that is down. */
 const disconnected = new Set(['reconnecting', 'close', 'end']);
 
+/** A library call waiting for the end of the event loop's turn, to go out with the others of that turn. */
+interface Queued {
+  readonly name: string;
+  readonly readOnly: boolean;
+  readonly keys: string[];
+  readonly args: string[];
+  resolve(reply: unknown): void;
+  reject(error: unknown): void;
+}
+
+/** Runs `run` once the I/O callbacks of the event loop's current turn are done (Node's check phase). */
+const setImmediateOf = (globalThis as { setImmediate?: (run: () => void) => unknown }).setImmediate;
+const afterThisTurn: (run: () => void) => void = typeof setImmediateOf === 'function' ? (run) => setImmediateOf(run) : (run) => setTimeout(run, 0); // ioredis runs on Node and Bun: the fallback is for types only
+
+/** Settles queued calls from a pipeline's replies, in order. */
+function settle(queued: readonly Queued[], results: [Error | null, unknown][] | null): void {
+  for (let i = 0; i < queued.length; i++) {
+    const q = queued[i] as Queued;
+    const result = results?.[i];
+    if (result === undefined) q.reject(new Error('ioredis answered the pipeline without this command'));
+    else if (result[0] !== null) q.reject(result[0]);
+    else q.resolve(result[1]);
+  }
+}
+
 function ioredis(client: IoRedisLike): Connection {
+  const offline = () => (typeof client.status === 'string' && disconnected.has(client.status) ? `status '${client.status}'` : undefined);
+  const send = (name: string, readOnly: boolean, keys: string[], args: string[]): Reply =>
+    readOnly ? client.fcall_ro(name, keys.length, ...keys, ...args) : client.fcall(name, keys.length, ...keys, ...args);
+  // The calls of one turn of the event loop (the requests of every socket that was ready) go out
+  // in one write: the first at once, the others in one pipeline when the turn's I/O callbacks are
+  // done. ioredis writes each command on its own, and each write is a system call that costs more
+  // than all the rest of a call, on both ends. A Cluster's pipeline must keep to one slot: calls
+  // there go out one by one.
+  const pipeline = client.isCluster !== true && typeof client.pipeline === 'function' ? client.pipeline.bind(client) : undefined;
+  let turn: Queued[] | undefined;
+  const flush = (): void => {
+    const queued = turn as Queued[];
+    turn = undefined;
+    if (queued.length === 0) return;
+    // The client lost its connection since: sent now, the calls would wait in its offline queue.
+    const why = offline();
+    if (why !== undefined) {
+      const error = new FloodgateError(ErrorCodes.STORE_UNAVAILABLE, `The Redis client is not connected (${why}).`);
+      for (const q of queued) q.reject(error);
+      return;
+    }
+    if (queued.length === 1) {
+      const only = queued[0] as Queued;
+      send(only.name, only.readOnly, only.keys, only.args).then(only.resolve, only.reject);
+      return;
+    }
+    const batch = (pipeline as () => IoRedisPipeline)();
+    for (const q of queued) {
+      if (q.readOnly) batch.fcall_ro(q.name, q.keys.length, ...q.keys, ...q.args);
+      else batch.fcall(q.name, q.keys.length, ...q.keys, ...q.args);
+    }
+    batch.exec().then(
+      (results) => settle(queued, results),
+      (error: unknown) => {
+        for (const q of queued) q.reject(error);
+      },
+    );
+  };
   return {
     cluster: client.isCluster === true,
     functions: true,
-    offline: () => (typeof client.status === 'string' && disconnected.has(client.status) ? `status '${client.status}'` : undefined),
-    fcall: (name, readOnly, keys, args) =>
-      readOnly ? client.fcall_ro(name, keys.length, ...keys, ...args) : client.fcall(name, keys.length, ...keys, ...args),
+    offline,
+    fcall(name, readOnly, keys, args) {
+      if (pipeline === undefined) return send(name, readOnly, keys, args);
+      if (turn === undefined) {
+        turn = [];
+        afterThisTurn(flush);
+        return send(name, readOnly, keys, args);
+      }
+      const queued = turn;
+      return new Promise((resolve, reject) => {
+        queued.push({ name, readOnly, keys, args, resolve, reject });
+      });
+    },
     evaluate(script, sha, readOnly, keys, args) {
       if (sha) return readOnly ? client.evalsha_ro(script.sha1, keys.length, ...keys, ...args) : client.evalsha(script.sha1, keys.length, ...keys, ...args);
       return readOnly ? client.eval_ro(script.source, keys.length, ...keys, ...args) : client.eval(script.source, keys.length, ...keys, ...args);
