@@ -3,6 +3,7 @@ import {
   createKeyBy,
   createRateLimitFlow,
   expressProxyTrust,
+  isPromise,
   joinHeader,
   type KeyBy,
   type Outcome,
@@ -98,13 +99,23 @@ export function rateLimit(options: ExpressRateLimitOptions): RequestHandler {
     header: reader.header,
     trust: (req) => expressProxyTrust(req.app),
   });
+  const answer = (outcome: Outcome, req: Request, res: Response, next: NextFunction): void => {
+    try {
+      respond(flow, outcome, req, res, next);
+    } catch (error) {
+      next(error);
+    }
+  };
+  // runNow(): with a store that answers at once (MemoryStore), the request goes on in the same turn.
   return function floodgateRateLimit(req: Request, res: Response, next: NextFunction): void {
-    flow.run([req, res]).then((outcome) => {
-      try {
-        respond(flow, outcome, req, res, next);
-      } catch (error) {
-        next(error);
-      }
-    }, next);
+    let outcome: Outcome | Promise<Outcome>;
+    try {
+      outcome = flow.runNow([req, res]);
+    } catch (error) {
+      next(error);
+      return;
+    }
+    if (isPromise(outcome)) outcome.then((settled) => answer(settled, req, res, next), next);
+    else answer(outcome, req, res, next);
   };
 }
