@@ -79,7 +79,7 @@ const full: Omit<BenchConfig, 'quick' | 'only' | 'write'> = {
     waitMs: 2_000,
   },
   redis: { rounds: 5, sequentialOps: 10_000, concurrentOps: 40_000, inFlight: 64, memoryKeys: [16_384, 10_000] },
-  edge: { rounds: 3, sequentialOps: 1_000, concurrentOps: 4_000, inFlight: 32 },
+  edge: { rounds: 7, sequentialOps: 1_500, concurrentOps: 6_000, inFlight: 32 },
   http: { rounds: 4, connections: 50, warmupSeconds: 1.5, durationSeconds: 3 },
   accuracy: { processes: 4, callsPerProcess: 3_000, limit: 1_000, inFlight: 32 },
   deadlineMs: 40 * 60_000,

@@ -92,7 +92,8 @@ export async function benchRedis(config: BenchConfig): Promise<RedisResults> {
       sent++;
       return send(...args);
     };
-    // Every write to its socket: ioredis writes each command on its own, a pipeline in one.
+    const redisVersion = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1] ?? 'unknown';
+    // Every write to its socket (connected now): ioredis writes each command on its own, a pipeline in one.
     let writes = 0;
     const stream = redis.stream;
     const write = stream.write;
@@ -100,7 +101,6 @@ export async function benchRedis(config: BenchConfig): Promise<RedisResults> {
       writes++;
       return write.apply(this, args);
     } as typeof write;
-    const redisVersion = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1] ?? 'unknown';
     const results: RedisResults = {
       contenders: redisThroughputContenders.map((id) => redisContenderInfo[id]),
       throughput: { sequential: perContender(() => []), concurrent: perContender(() => []) },
