@@ -36,6 +36,7 @@ interface Sample {
   window: string | null; // X-RateLimit-Reset: the end of the fixed window that decided (absent when the policy did)
   remaining: string | null; // X-RateLimit-Remaining: LIMIT - 1 on the first call a window admits
   sentAtMs: number; // Date.now() when sent: Redis's windows are seconds of the epoch
+  answeredAtMs: number; // Date.now() once answered, on the same clock as sentAtMs
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -75,6 +76,7 @@ async function scenario(options: { policy: 'allow' | 'deny' | 'insurance'; clien
       const sent = performance.now();
       const res = await fetch(http.url);
       await res.arrayBuffer();
+      const answeredAtMs = Date.now();
       const decidedBy = res.headers.get('x-decided-by') ?? (res.status === 429 ? 'redis' : '');
       samples.push({
         at: sent - started,
@@ -84,6 +86,7 @@ async function scenario(options: { policy: 'allow' | 'deny' | 'insurance'; clien
         window: res.headers.get('x-ratelimit-reset'),
         remaining: res.headers.get('x-ratelimit-remaining'),
         sentAtMs,
+        answeredAtMs,
       });
       await sleep(10);
     }
@@ -128,11 +131,15 @@ async function scenario(options: { policy: 'allow' | 'deny' | 'insurance'; clien
   // Redis counting afresh within a window: over-admission. (Grouping by X-RateLimit-Reset cannot tell: the header
   // is rounded up to a second, and Redis's cached clock may lag the app's by a ms, which gives a few calls of one
   // window the next second's label.)
+  // Both ends are read with Date.now(), which is the real time rounded down to the ms: sentAtMs >= a second's
+  // first ms and answeredAtMs <= its last exactly when the call was sent and answered within it. (sentAtMs plus
+  // the sub-ms latency is not: it puts the answer up to 1 ms early, and a call sent at .999 and answered at .000
+  // of the next second, where Redis began the next window, was counted as a second start of the second before.)
   const windowStarts = after.filter((s) => s.status === 200 && s.decidedBy === 'redis' && s.remaining === String(LIMIT - 1));
   const startsPerSecond = new Map<number, number>();
   for (const s of windowStarts) {
     const second = Math.floor(s.sentAtMs / 1000);
-    if (second === Math.floor((s.sentAtMs + s.latencyMs) / 1000)) startsPerSecond.set(second, (startsPerSecond.get(second) ?? 0) + 1);
+    if (second === Math.floor(s.answeredAtMs / 1000)) startsPerSecond.set(second, (startsPerSecond.get(second) ?? 0) + 1);
   }
   return {
     samples,
