@@ -129,8 +129,8 @@ async function scenario(options: { policy: 'allow' | 'deny' | 'insurance'; clien
   // of the epoch, placed by Redis TIME when a window begins (this host's clock); a call was decided between its
   // sending and its answer, so one sent and answered within one second began that second's window. Two starts surely in one second would be
   // Redis counting afresh within a window: over-admission. (Grouping by X-RateLimit-Reset cannot tell: the header
-  // is rounded up to a second, and Redis's cached clock may lag the app's by a ms, which gives a few calls of one
-  // window the next second's label.)
+  // is rounded up to a second, and a window's key can expire 1 ms after the second's edge, when the ms turned
+  // between the script's TIME and its SET PX, which gives the calls of that window the next second's label.)
   // Both ends are read with Date.now(), which is the real time rounded down to the ms: sentAtMs >= a second's
   // first ms and answeredAtMs <= its last exactly when the call was sent and answered within it. (sentAtMs plus
   // the sub-ms latency is not: it puts the answer up to 1 ms early, and a call sent at .999 and answered at .000
