@@ -91,10 +91,11 @@ FAST.fw = {
         return { 0, count, ttl }
       end
     end
-    -- No state: the call opens a window on the epoch's grid.
-    local ms = rule.window - server_now() % rule.window
-    redis.call('SET', key, text_cost, 'PX', fmt(ms))
-    return { 1, 0, ms }
+    -- No state: the call opens a window on the epoch's grid, ending exactly on it (see store in prelude.lua).
+    local now = server_now()
+    local ends = now - now % rule.window + rule.window
+    redis.call('SET', key, text_cost, 'PXAT', fmt(ends))
+    return { 1, 0, ends - now }
   end,
 }
 
@@ -139,7 +140,7 @@ FAST.sw = {
   consume = function(key, rule, cost)
     local S, G = rule.segments, rule.seg_ms
     local raw = redis.pcall('GET', key)
-    local counts, phase, ends_in
+    local counts, phase, ends_in, ttl, now
     if type(raw) == 'string' then
       local fields, stored = { string.match(raw, rule.pattern) }, {}
       if #fields == 0 then return nil end
@@ -147,11 +148,12 @@ FAST.sw = {
         stored[i] = tonumber(fields[i + 1]) -- digits: an integer, if not too large
         if stored[i] > MAX_EXACT then return nil end
       end
-      local ttl = redis.call('PTTL', key)
+      ttl = redis.call('PTTL', key)
       if ttl > 0 then counts, phase, ends_in = sw_seen(rule, stored, ttl) end
     end
     if not counts then
-      phase = server_now() % G
+      now = server_now()
+      phase = now % G
       counts, ends_in = {}, G - phase
       for i = 0, S do counts[i] = 0 end
     end
@@ -166,7 +168,16 @@ FAST.sw = {
       return reply
     end
     counts[S] = counts[S] + cost
-    redis.call('SET', key, string.format(rule.format, unpack(counts, 0, S)), 'PX', fmt(ends_in + rule.window))
+    local text = string.format(rule.format, unpack(counts, 0, S))
+    if now then
+      redis.call('SET', key, text, 'PXAT', fmt(now + ends_in + rule.window)) -- on the grid (see fw)
+    elseif ends_in + rule.window == ttl then
+      -- The newest segment is the current one: the expiry stays. Set again from the TTL read, it
+      -- would move a ms later whenever the ms turns between PTTL and SET (Redis 7.0).
+      redis.call('SET', key, text, 'KEEPTTL')
+    else
+      redis.call('SET', key, text, 'PX', fmt(ends_in + rule.window))
+    end
     return reply
   end,
 }

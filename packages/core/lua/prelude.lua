@@ -81,9 +81,13 @@ local function deadline(clock, ms)
   return at
 end
 
--- Stores `value`, whose state ends `ms` ms from now (at least 1).
+-- Stores `value`, whose state ends `ms` ms from now (at least 1). On Redis's
+-- own clock, once the call has read TIME (a new window on the epoch's grid),
+-- the end is absolute too: PX counts from the ms the SET runs in, which may
+-- lie a ms after TIME's (Redis 7.0) or before it (7.2 reads the clock once per
+-- script), and would move the window's end off the grid.
 local function store(key, value, ms, clock)
-  if clock.server then
+  if clock.server and not clock.now then
     redis.call('SET', key, value, 'PX', ms)
   else
     redis.call('SET', key, value, 'PXAT', deadline(clock, ms))
@@ -92,7 +96,7 @@ end
 
 -- Sets when a key's state ends: `ms` ms from now (at least 1).
 local function keep(key, ms, clock)
-  if clock.server then
+  if clock.server and not clock.now then
     redis.call('PEXPIRE', key, ms)
   else
     redis.call('PEXPIREAT', key, deadline(clock, ms))

@@ -54,10 +54,16 @@ local sliding_window = {
   end,
 }
 
--- Stores counts whose newest (counts[S]) is the segment ending `ends_in` ms from now.
+-- Stores counts whose newest (counts[S]) is the segment ending `ends_in` ms
+-- from now. A plain key whose newest segment stays keeps its expiry: set again
+-- from the TTL read, it would move a ms later whenever the ms turns between
+-- PTTL and SET (Redis 7.0), and the key's segments would drift off the grid.
 local function sw_store(key, rule, counts, ends_in, held, clock)
   local fields = { rule.tag }
   for i = 0, rule.segments do fields[i + 2] = fmt(counts[i]) end
+  if held and not held.suffixed and held.ttl == ends_in + rule.window then
+    return redis.call('SET', key, table.concat(fields, ':'), 'KEEPTTL')
+  end
   store_held(key, table.concat(fields, ':'), ends_in + rule.window, held, clock)
 end
 
