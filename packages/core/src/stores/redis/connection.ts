@@ -139,29 +139,31 @@ function ioredis(client: IoRedisLike): Connection {
   const pipeline = client.isCluster !== true && typeof client.pipeline === 'function' ? client.pipeline.bind(client) : undefined;
   let turn: Queued[] | undefined;
   const sendQueued = (queued: Queued[]): void => {
+    const failed = (error: unknown) => {
+      for (const q of queued) q.reject(error);
+    };
     // The client lost its connection since: sent now, the calls would wait in its offline queue.
     const why = offline();
     if (why !== undefined) {
-      const error = new FloodgateError(ErrorCodes.STORE_UNAVAILABLE, `The Redis client is not connected (${why}).`);
-      for (const q of queued) q.reject(error);
+      failed(new FloodgateError(ErrorCodes.STORE_UNAVAILABLE, `The Redis client is not connected (${why}).`));
       return;
     }
-    if (queued.length === 1) {
-      const only = queued[0] as Queued;
-      send(only.name, only.readOnly, only.keys, only.args).then(only.resolve, only.reject);
-      return;
+    // Run from setImmediate, a throw would reach no caller (and crash the process): every call is answered.
+    try {
+      if (queued.length === 1) {
+        const only = queued[0] as Queued;
+        send(only.name, only.readOnly, only.keys, only.args).then(only.resolve, only.reject);
+        return;
+      }
+      const batch = (pipeline as () => IoRedisPipeline)();
+      for (const q of queued) {
+        if (q.readOnly) batch.fcall_ro(q.name, q.keys.length, ...q.keys, ...q.args);
+        else batch.fcall(q.name, q.keys.length, ...q.keys, ...q.args);
+      }
+      batch.exec().then((results) => settle(queued, results), failed);
+    } catch (error) {
+      failed(error);
     }
-    const batch = (pipeline as () => IoRedisPipeline)();
-    for (const q of queued) {
-      if (q.readOnly) batch.fcall_ro(q.name, q.keys.length, ...q.keys, ...q.args);
-      else batch.fcall(q.name, q.keys.length, ...q.keys, ...q.args);
-    }
-    batch.exec().then(
-      (results) => settle(queued, results),
-      (error: unknown) => {
-        for (const q of queued) q.reject(error);
-      },
-    );
   };
   const endTurn = (): void => {
     const queued = turn as Queued[];
