@@ -23,7 +23,15 @@ export {
 export { type AlgorithmName, algorithms, type CompiledRule, type RuleOptions } from './rules.js';
 export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store.js';
 export type { Reply } from './stores/redis/connection.js';
-export { type IoRedisLike, type NodeRedisLike, type RedisClient, RedisStore, type RedisStoreOptions, type UpstashLike } from './stores/redis-store.js';
+export {
+  type IoRedisLike,
+  type IoRedisPipeline,
+  type NodeRedisLike,
+  type RedisClient,
+  RedisStore,
+  type RedisStoreOptions,
+  type UpstashLike,
+} from './stores/redis-store.js';
 export type { Awaitable, BlockedInfo, RuleDecision, RuleSet, Store, StoreKeys } from './stores/types.js';
 export type { WaitOptions } from './wait.js';
 export type { PerCall, RateLimitedFunction, WrapOptions } from './wrap.js';

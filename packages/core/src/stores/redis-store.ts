@@ -9,7 +9,7 @@ import { type RuleView, viewOf } from './redis/views.js';
 import { admittedDecision, unchangedDecision } from './rule-decisions.js';
 import { keyOfRule, type RuleDecision, type RuleSet, type Store, type StoreKeys } from './types.js';
 
-export type { IoRedisLike, NodeRedisLike, RedisClient, UpstashLike } from './redis/connection.js';
+export type { IoRedisLike, IoRedisPipeline, NodeRedisLike, RedisClient, UpstashLike } from './redis/connection.js';
 
 export interface RedisStoreOptions {
   /**
