@@ -61,10 +61,9 @@ local sliding_window = {
 local function sw_store(key, rule, counts, ends_in, held, clock)
   local fields = { rule.tag }
   for i = 0, rule.segments do fields[i + 2] = fmt(counts[i]) end
-  if held and not held.suffixed and held.ttl == ends_in + rule.window then
-    return redis.call('SET', key, table.concat(fields, ':'), 'KEEPTTL')
-  end
-  store_held(key, table.concat(fields, ':'), ends_in + rule.window, held, clock)
+  local text = table.concat(fields, ':')
+  if held and not held.suffixed and held.ttl == ends_in + rule.window then return redis.call('SET', key, text, 'KEEPTTL') end
+  store_held(key, text, ends_in + rule.window, held, clock)
 end
 
 sliding_window.write = function(key, rule, state, cost, clock, lease, held)

@@ -12,7 +12,7 @@ import type { LimiterOptions } from '../options.js';
 import { algorithms, type RuleOptions } from '../rules.js';
 import { algorithmNames } from '../test-support/arbitraries.js';
 import { LIBRARY } from './redis/library.generated.js';
-import { RedisStore } from './redis-store.js';
+import { type IoRedisPipeline, RedisStore } from './redis-store.js';
 
 const run = promisify(execFile);
 
@@ -215,28 +215,34 @@ describe('the Redis library', () => {
     });
   });
 
+  /**
+   * A client of ioredis's shape whose every FCALL admits a fixed-window call at once, with
+   * `pipeline` of the test's making: for failures a real client cannot be made to show on time.
+   */
+  const ioredisShaped = (pipeline: () => IoRedisPipeline) => ({
+    status: 'ready',
+    fcall: () => Promise.resolve([1, 0, 60_000]),
+    fcall_ro: () => Promise.resolve([]),
+    evalsha: () => Promise.reject(new Error('not used')),
+    evalsha_ro: () => Promise.reject(new Error('not used')),
+    eval: () => Promise.reject(new Error('not used')),
+    eval_ro: () => Promise.reject(new Error('not used')),
+    function: () => Promise.resolve('OK'),
+    pipeline,
+  });
+
   it('fails the calls of a turn fast when the client lost its connection before they went out, instead of queueing them offline', async () => {
     // A client that drops its connection between a call and the end of the turn cannot be
     // provoked on time with a real one: a client of ioredis's shape, whose status changes then.
     let executed = 0;
-    const client = {
-      status: 'ready',
-      fcall: () => Promise.resolve([1, 0, 60_000]),
-      fcall_ro: () => Promise.resolve([]),
-      evalsha: () => Promise.reject(new Error('not used')),
-      evalsha_ro: () => Promise.reject(new Error('not used')),
-      eval: () => Promise.reject(new Error('not used')),
-      eval_ro: () => Promise.reject(new Error('not used')),
-      function: () => Promise.resolve('OK'),
-      pipeline: () => ({
-        fcall: () => undefined,
-        fcall_ro: () => undefined,
-        exec: () => {
-          executed++;
-          return Promise.resolve([]);
-        },
-      }),
-    };
+    const client = ioredisShaped(() => ({
+      fcall: () => undefined,
+      fcall_ro: () => undefined,
+      exec: () => {
+        executed++;
+        return Promise.resolve([]);
+      },
+    }));
     const { limiter } = strictLimiter({ algorithm: 'fixed-window', limit: 5, windowMs: 60_000, store: new RedisStore({ client }) });
     const first = limiter.consume('k');
     const second = limiter.consume('k');
@@ -247,19 +253,9 @@ describe('the Redis library', () => {
   });
 
   it('answers every call of a turn with a store error when the client cannot build a pipeline, and nothing throws out of the turn', async () => {
-    const client = {
-      status: 'ready',
-      fcall: () => Promise.resolve([1, 0, 60_000]),
-      fcall_ro: () => Promise.resolve([]),
-      evalsha: () => Promise.reject(new Error('not used')),
-      evalsha_ro: () => Promise.reject(new Error('not used')),
-      eval: () => Promise.reject(new Error('not used')),
-      eval_ro: () => Promise.reject(new Error('not used')),
-      function: () => Promise.resolve('OK'),
-      pipeline: () => {
-        throw new Error('no pipeline today');
-      },
-    };
+    const client = ioredisShaped(() => {
+      throw new Error('no pipeline today');
+    });
     const { limiter } = strictLimiter({ algorithm: 'fixed-window', limit: 5, windowMs: 60_000, store: new RedisStore({ client }) });
     const decisions = await Promise.all([limiter.consume('a'), limiter.consume('b'), limiter.consume('c')]);
     expect(decisions[0]).toMatchObject({ allowed: true, remaining: 4 });

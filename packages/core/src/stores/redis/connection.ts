@@ -127,10 +127,20 @@ function settle(queued: readonly Queued[], results: [Error | null, unknown][] | 
  */
 const BATCH = 16;
 
+/** FCALL or FCALL_RO on a client or a pipeline. */
+function fcallOn<R>(
+  target: { fcall(name: string, numKeys: number, ...keysAndArgs: string[]): R; fcall_ro(name: string, numKeys: number, ...keysAndArgs: string[]): R },
+  name: string,
+  readOnly: boolean,
+  keys: string[],
+  args: string[],
+): R {
+  return readOnly ? target.fcall_ro(name, keys.length, ...keys, ...args) : target.fcall(name, keys.length, ...keys, ...args);
+}
+
 function ioredis(client: IoRedisLike): Connection {
   const offline = () => (typeof client.status === 'string' && disconnected.has(client.status) ? `status '${client.status}'` : undefined);
-  const send = (name: string, readOnly: boolean, keys: string[], args: string[]): Reply =>
-    readOnly ? client.fcall_ro(name, keys.length, ...keys, ...args) : client.fcall(name, keys.length, ...keys, ...args);
+  const send = (name: string, readOnly: boolean, keys: string[], args: string[]): Reply => fcallOn(client, name, readOnly, keys, args);
   // The calls of one turn of the event loop (the requests of every socket that was ready) share
   // writes: the first goes out at once, the others in pipelines of BATCH, the last when the turn's
   // I/O callbacks are done. ioredis writes each command on its own, and each write is a system
@@ -156,10 +166,7 @@ function ioredis(client: IoRedisLike): Connection {
         return;
       }
       const batch = (pipeline as () => IoRedisPipeline)();
-      for (const q of queued) {
-        if (q.readOnly) batch.fcall_ro(q.name, q.keys.length, ...q.keys, ...q.args);
-        else batch.fcall(q.name, q.keys.length, ...q.keys, ...q.args);
-      }
+      for (const q of queued) fcallOn(batch, q.name, q.readOnly, q.keys, q.args);
       batch.exec().then((results) => settle(queued, results), failed);
     } catch (error) {
       failed(error);
