@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Assembles packages/core/lua/*.lua into Floodgate's Redis library: the files
-// concatenated in a fixed order, then either the registration of its three
+// concatenated in a fixed order, then either the registration of its four
 // functions (FUNCTION LOAD, then FCALL: the default) or a dispatch line that
 // makes the same text a script (EVALSHA, where Functions are unavailable).
 // The fast path (fast.lua, first in the order and using nothing after it) is
@@ -33,13 +33,14 @@ export function assembleLibrary() {
   const write = `fg_${version}`;
   const readOnly = `fg_${version}_ro`;
   const fast = `fg_${version}_fast`;
+  const many = `fg_${version}_many`;
   const functions = [
     `#!lua name=${name}`,
     body,
     `redis.register_function{ function_name = '${write}', callback = function(keys, args) return call(keys, args, false) end }`,
     `redis.register_function{ function_name = '${readOnly}', callback = function(keys, args) return call(keys, args, true) end, flags = { 'no-writes' } }`,
-    // What the fast path leaves, the general path decides in the same call.
-    `redis.register_function{ function_name = '${fast}', callback = function(keys, args) return fast(keys, args) or call(keys, { 'consume', '', args[2] or '1', '', args[1] }, false) end }`,
+    `redis.register_function{ function_name = '${fast}', callback = fast_call }`,
+    `redis.register_function{ function_name = '${many}', callback = many }`,
     '',
   ].join('\n');
   // A shebang makes Redis check for OOM before the script runs, as it does for functions.
@@ -55,6 +56,7 @@ export function assembleLibrary() {
     write,
     readOnly,
     fast,
+    many,
     scripts: { write: entry(writeScript), readOnly: entry(readOnlyScript), fast: entry(fastScript) },
   };
 }

@@ -172,7 +172,7 @@ describe('the Redis library', () => {
       return writes;
     }
 
-    it('sends the calls of one event-loop turn in pipelines of 16, not one write each, and decides each on its own', async () => {
+    it('sends the calls of one event-loop turn in batches of 16, one command and one write each, and decides each on its own', async () => {
       const { limiter, errors } = strictLimiter({
         algorithm: 'fixed-window',
         limit: 25,
@@ -186,12 +186,30 @@ describe('the Redis library', () => {
         decisions = await Promise.all(Array.from({ length: 40 }, () => limiter.consume('k')));
       });
       expect(writes).toBe(4); // the first call at once, then 16, 16, and the last 7 at the end of the turn
+      const sent = await commandsSent(client, () => Promise.all(Array.from({ length: 20 }, () => limiter.peek('other'))).then(() => Promise.all(Array.from({ length: 3 }, () => limiter.consume('k')))));
+      // Peeks go beside the batches (FCALL_RO, which a replica runs); a batch is one FCALL of the library's `many`.
+      expect(sent.map(([name, fn]) => `${name} ${fn}`)).toEqual([...Array.from({ length: 20 }, () => `fcall_ro ${LIBRARY.readOnly}`), `fcall ${LIBRARY.fast}`, `fcall ${LIBRARY.many}`]);
       // Each call is its own FCALL, atomic: 25 admitted, each seeing the counts of those before it.
       expect(decisions.filter((d) => d.allowed)).toHaveLength(25);
       expect(decisions.map((d) => d.remaining)).toEqual([...Array.from({ length: 25 }, (_, i) => 24 - i), ...Array.from({ length: 15 }, () => 0)]);
       // A turn with one call sends it at once, alone, as before.
       expect(await socketWrites(client, () => limiter.consume('k'))).toBe(1);
       expect(errors).toEqual([]);
+    });
+
+    it('runs the calls of a batch on when one of them fails, and answers that one with its own error', async () => {
+      const store = new RedisStore({ client, clock: 'client' });
+      const now = { limit: 5, windowMs: 60_000, store, prefix: fresh('turn-fail') };
+      const ahead = strictLimiter({ ...now, now: frozen });
+      const behind = strictLimiter({ ...now, now: () => Date.UTC(2020, 0, 1) }); // refused: its expiries would lie in Redis's past
+      const sent = await commandsSent(client, async () => {
+        const decisions = await Promise.all([ahead.limiter.consume('a'), ahead.limiter.consume('b'), behind.limiter.consume('c'), ahead.limiter.consume('b')]);
+        expect(decisions.map((d) => d.allowed)).toEqual([true, true, false, true]);
+        expect(decisions.map((d) => d.remaining)).toEqual([4, 4, 0, 3]);
+      });
+      expect(sent.map(([name, fn]) => `${name} ${fn}`)).toEqual([`fcall ${LIBRARY.write}`, `fcall ${LIBRARY.many}`]);
+      expect(ahead.errors).toEqual([]);
+      expect(behind.errors).toEqual([expect.objectContaining({ code: 'ERR_FG_OPTION', message: expect.stringMatching(/ms behind Redis's/) })]);
     });
 
     it('loads the library once again for a whole turn of calls that found it missing (FUNCTION FLUSH), and decides them all', async () => {
@@ -257,9 +275,25 @@ describe('the Redis library', () => {
       throw new Error('no pipeline today');
     });
     const { limiter } = strictLimiter({ algorithm: 'fixed-window', limit: 5, windowMs: 60_000, store: new RedisStore({ client }) });
+    // Consumes and a peek: they need a pipeline.
+    const decisions = await Promise.all([limiter.consume('a'), limiter.consume('b'), limiter.peek('c'), limiter.consume('c')]);
+    expect(decisions[0]).toMatchObject({ allowed: true, remaining: 4 });
+    expect(decisions.slice(1).map((d) => d.storeError?.message)).toEqual(['no pipeline today', 'no pipeline today', 'no pipeline today']);
+  });
+
+  it('answers each call of a batch with a store failure when the reply is not one reply per call (not a state error: no key is reset)', async () => {
+    const client = ioredisShaped(() => {
+      throw new Error('not used');
+    }); // its FCALL answers one call's reply, to a batch too
+    const { limiter, errors } = strictLimiter({ algorithm: 'fixed-window', limit: 5, windowMs: 60_000, store: new RedisStore({ client }) });
     const decisions = await Promise.all([limiter.consume('a'), limiter.consume('b'), limiter.consume('c')]);
     expect(decisions[0]).toMatchObject({ allowed: true, remaining: 4 });
-    expect(decisions.slice(1).map((d) => d.storeError?.message)).toEqual(['no pipeline today', 'no pipeline today']);
+    for (const decision of decisions.slice(1)) {
+      expect(decision.allowed).toBe(false);
+      expect(decision.storeError?.message).toMatch(/answered 2 calls of the library's many function with an array/);
+      expect(decision.storeError).not.toHaveProperty('code');
+    }
+    expect(errors).toHaveLength(2);
   });
 
   it('runs as scripts where Functions are forbidden (an ACL): on the first NOPERM, for good, with the same decisions', async () => {

@@ -8,6 +8,7 @@
  * installed.
  */
 import { describe, ErrorCodes, FloodgateError } from '../../errors.js';
+import { LIBRARY } from './library.generated.js';
 import type { LuaScript } from './library.js';
 
 /** What a client answers a command with. */
@@ -109,23 +110,34 @@ interface Queued {
 const setImmediateOf = (globalThis as { setImmediate?: (run: () => void) => unknown }).setImmediate;
 const afterThisTurn: (run: () => void) => void = typeof setImmediateOf === 'function' ? (run) => setImmediateOf(run) : (run) => setTimeout(run, 0); // ioredis runs on Node and Bun: the fallback is for types only
 
-/** Settles queued calls from a pipeline's replies, in order. */
-function settle(queued: readonly Queued[], results: [Error | null, unknown][] | null): void {
-  for (let i = 0; i < queued.length; i++) {
-    const q = queued[i] as Queued;
-    const result = results?.[i];
-    if (result === undefined) q.reject(new Error('ioredis answered the pipeline without this command'));
-    else if (result[0] !== null) q.reject(result[0]);
-    else q.resolve(result[1]);
-  }
-}
-
 /**
- * Calls per pipeline: a full one goes out at once, so that Redis works on it while the
- * turn makes the next (64 calls in flight on loopback: 16 beat one pipeline per turn,
- * whose calls Redis only starts once the turn is over).
+ * Calls per command: a full batch goes out at once, so that Redis works on it while the turn
+ * makes the next (64 calls in flight on loopback: 16 beat one batch per turn, whose calls Redis
+ * only starts once the turn is over).
  */
 const BATCH = 16;
+
+/** How the library's `many` function runs a call of the function `name` ('f' fast, 'w' write), if it runs it at all. */
+function kindIn(name: string): 'f' | 'w' | undefined {
+  return name === LIBRARY.fast ? 'f' : name === LIBRARY.write ? 'w' : undefined;
+}
+
+/** Settles the calls sent together with `many`, one reply each (a string: the call failed, with that error). */
+function settleMany(queued: readonly Queued[], replies: unknown): void {
+  if (!Array.isArray(replies) || replies.length !== queued.length) {
+    // Not ERR_FG_STORE_REPLY, which blames the keys' state (and resets it): the server or a proxy
+    // before it does not speak the library's protocol, a store failure like any other.
+    const error = new Error(`Redis answered ${queued.length} calls of the library's many function with ${describe(replies)}, not one reply per call.`);
+    for (const q of queued) q.reject(error);
+    return;
+  }
+  for (let i = 0; i < queued.length; i++) {
+    const reply: unknown = replies[i];
+    const q = queued[i] as Queued;
+    if (typeof reply === 'string') q.reject(new Error(reply));
+    else q.resolve(reply);
+  }
+}
 
 /** FCALL or FCALL_RO on a client or a pipeline. */
 function fcallOn<R>(
@@ -141,35 +153,70 @@ function fcallOn<R>(
 function ioredis(client: IoRedisLike): Connection {
   const offline = () => (typeof client.status === 'string' && disconnected.has(client.status) ? `status '${client.status}'` : undefined);
   const send = (name: string, readOnly: boolean, keys: string[], args: string[]): Reply => fcallOn(client, name, readOnly, keys, args);
-  // The calls of one turn of the event loop (the requests of every socket that was ready) share
-  // writes: the first goes out at once, the others in pipelines of BATCH, the last when the turn's
-  // I/O callbacks are done. ioredis writes each command on its own, and each write is a system
-  // call that costs more than all the rest of a call, on both ends. A Cluster's pipeline must keep
-  // to one slot: calls there go out one by one.
-  const pipeline = client.isCluster !== true && typeof client.pipeline === 'function' ? client.pipeline.bind(client) : undefined;
+  // The calls of one turn of the event loop (the requests of every socket that was ready) go out
+  // together: the first at once, the others in batches of BATCH, the last when the turn's I/O
+  // callbacks are done. A batch is one command, an FCALL of the library's `many` function, which
+  // runs each call as if it were an FCALL of its own. ioredis writes each command on its own
+  // (a system call that costs more than the rest of a call, on both ends), and each command costs
+  // both ends its parsing, dispatch and reply besides. Peeks (FCALL_RO, which a replica runs)
+  // go beside it in the same pipeline. A Cluster's calls must keep to one slot: they go out one by one.
+  const batching = client.isCluster !== true && typeof client.pipeline === 'function';
   let turn: Queued[] | undefined;
   const sendQueued = (queued: Queued[]): void => {
-    const failed = (error: unknown) => {
-      for (const q of queued) q.reject(error);
+    const failed = (calls: readonly Queued[]) => (error: unknown) => {
+      for (const q of calls) q.reject(error);
     };
     // The client lost its connection since: sent now, the calls would wait in its offline queue.
     const why = offline();
     if (why !== undefined) {
-      failed(new FloodgateError(ErrorCodes.STORE_UNAVAILABLE, `The Redis client is not connected (${why}).`));
+      failed(queued)(new FloodgateError(ErrorCodes.STORE_UNAVAILABLE, `The Redis client is not connected (${why}).`));
       return;
     }
     // Run from setImmediate, a throw would reach no caller (and crash the process): every call is answered.
     try {
-      if (queued.length === 1) {
-        const only = queued[0] as Queued;
+      const together: Queued[] = [];
+      const apart: Queued[] = [];
+      const keys: string[] = [];
+      const args: string[] = [];
+      for (const q of queued) {
+        const kind = q.readOnly ? undefined : kindIn(q.name);
+        if (kind === undefined) apart.push(q);
+        else {
+          together.push(q);
+          keys.push(...q.keys);
+          args.push(kind, String(q.keys.length), String(q.args.length), ...q.args);
+        }
+      }
+      if (together.length === 1) apart.unshift(together.pop() as Queued);
+      if (apart.length === 0) {
+        client.fcall(LIBRARY.many, keys.length, ...keys, ...args).then((replies) => settleMany(together, replies), failed(together));
+        return;
+      }
+      if (together.length === 0 && apart.length === 1) {
+        const only = apart[0] as Queued;
         send(only.name, only.readOnly, only.keys, only.args).then(only.resolve, only.reject);
         return;
       }
-      const batch = (pipeline as () => IoRedisPipeline)();
-      for (const q of queued) fcallOn(batch, q.name, q.readOnly, q.keys, q.args);
-      batch.exec().then((results) => settle(queued, results), failed);
+      const pipeline = (client.pipeline as () => IoRedisPipeline)();
+      if (together.length > 0) pipeline.fcall(LIBRARY.many, keys.length, ...keys, ...args);
+      for (const q of apart) fcallOn(pipeline, q.name, q.readOnly, q.keys, q.args);
+      pipeline.exec().then((results) => {
+        const first = together.length > 0 ? 1 : 0;
+        if (first === 1) {
+          const [error, replies] = results?.[0] ?? [new Error('ioredis answered the pipeline without its first command'), undefined];
+          if (error === null) settleMany(together, replies);
+          else failed(together)(error);
+        }
+        for (let i = 0; i < apart.length; i++) {
+          const q = apart[i] as Queued;
+          const result = results?.[first + i];
+          if (result === undefined) q.reject(new Error('ioredis answered the pipeline without this command'));
+          else if (result[0] !== null) q.reject(result[0]);
+          else q.resolve(result[1]);
+        }
+      }, failed(queued));
     } catch (error) {
-      failed(error);
+      failed(queued)(error);
     }
   };
   const endTurn = (): void => {
@@ -182,7 +229,7 @@ function ioredis(client: IoRedisLike): Connection {
     functions: true,
     offline,
     fcall(name, readOnly, keys, args) {
-      if (pipeline === undefined) return send(name, readOnly, keys, args);
+      if (!batching) return send(name, readOnly, keys, args);
       if (turn === undefined) {
         turn = [];
         afterThisTurn(endTurn);

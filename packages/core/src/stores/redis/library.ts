@@ -24,6 +24,12 @@ export interface RedisLibrary {
    * what the write function answers.
    */
   readonly fast: string;
+  /**
+   * Several calls of `write` and `fast` in one (lua/calls.lua): the store's connection sends the
+   * calls of one turn of the event loop with it. It answers one reply per call, and a call that
+   * failed answers its error's text.
+   */
+  readonly many: string;
   /** The same library as scripts, for EVALSHA; `fast` is fast.lua alone, and answers nil where it cannot decide. */
   readonly scripts: { readonly write: LuaScript; readonly readOnly: LuaScript; readonly fast: LuaScript };
 }
