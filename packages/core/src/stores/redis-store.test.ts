@@ -186,9 +186,15 @@ describe('the Redis library', () => {
         decisions = await Promise.all(Array.from({ length: 40 }, () => limiter.consume('k')));
       });
       expect(writes).toBe(4); // the first call at once, then 16, 16, and the last 7 at the end of the turn
-      const sent = await commandsSent(client, () => Promise.all(Array.from({ length: 20 }, () => limiter.peek('other'))).then(() => Promise.all(Array.from({ length: 3 }, () => limiter.consume('k')))));
+      const sent = await commandsSent(client, () =>
+        Promise.all(Array.from({ length: 20 }, () => limiter.peek('other'))).then(() => Promise.all(Array.from({ length: 3 }, () => limiter.consume('k')))),
+      );
       // Peeks go beside the batches (FCALL_RO, which a replica runs); a batch is one FCALL of the library's `many`.
-      expect(sent.map(([name, fn]) => `${name} ${fn}`)).toEqual([...Array.from({ length: 20 }, () => `fcall_ro ${LIBRARY.readOnly}`), `fcall ${LIBRARY.fast}`, `fcall ${LIBRARY.many}`]);
+      expect(sent.map(([name, fn]) => `${name} ${fn}`)).toEqual([
+        ...Array.from({ length: 20 }, () => `fcall_ro ${LIBRARY.readOnly}`),
+        `fcall ${LIBRARY.fast}`,
+        `fcall ${LIBRARY.many}`,
+      ]);
       // Each call is its own FCALL, atomic: 25 admitted, each seeing the counts of those before it.
       expect(decisions.filter((d) => d.allowed)).toHaveLength(25);
       expect(decisions.map((d) => d.remaining)).toEqual([...Array.from({ length: 25 }, (_, i) => 24 - i), ...Array.from({ length: 15 }, () => 0)]);
