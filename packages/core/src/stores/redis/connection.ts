@@ -108,7 +108,7 @@ interface Queued {
 
 /** Runs `run` once the I/O callbacks of the event loop's current turn are done (Node's check phase). */
 const setImmediateOf = (globalThis as { setImmediate?: (run: () => void) => unknown }).setImmediate;
-const afterThisTurn: (run: () => void) => void = typeof setImmediateOf === 'function' ? (run) => setImmediateOf(run) : (run) => setTimeout(run, 0); // ioredis runs on Node and Bun: the fallback is for types only
+const afterThisTurn: (run: () => void) => void = typeof setImmediateOf === 'function' ? (run) => setImmediateOf(run) : (run) => setTimeout(run, 0); // runtimes without setImmediate: Workers, Deno
 
 /**
  * Calls per command: a full batch goes out at once, so that Redis works on it while the turn
@@ -150,44 +150,85 @@ function fcallOn<R>(
   return readOnly ? target.fcall_ro(name, keys.length, ...keys, ...args) : target.fcall(name, keys.length, ...keys, ...args);
 }
 
+/** Rejects each of `calls` with the error it is given. */
+const failed =
+  (calls: readonly Queued[]) =>
+  (error: unknown): void => {
+    for (const q of calls) q.reject(error);
+  };
+
+/** The calls of a turn: those the library's `many` runs (`together`, with its keys and arguments, when there are two or more) and the others. */
+function split(queued: readonly Queued[]): { together: Queued[]; apart: Queued[]; keys: string[]; args: string[] } {
+  const together: Queued[] = [];
+  const apart: Queued[] = [];
+  const keys: string[] = [];
+  const args: string[] = [];
+  for (const q of queued) {
+    const kind = q.readOnly ? undefined : kindIn(q.name);
+    if (kind === undefined) apart.push(q);
+    else {
+      together.push(q);
+      keys.push(...q.keys);
+      args.push(kind, String(q.keys.length), String(q.args.length), ...q.args);
+    }
+  }
+  if (together.length === 1) apart.unshift(together.pop() as Queued);
+  return { together, apart, keys, args };
+}
+
+/**
+ * An fcall that sends the calls of one turn of the event loop (the requests of every socket that
+ * was ready) together: the first at once, the others `BATCH` at a time, the last when the turn's
+ * I/O callbacks are done. A batch is one command, an FCALL of the library's `many` function, which
+ * runs each call as if it were an FCALL of its own: each command costs both ends its parsing,
+ * dispatch and reply, and more than the rest of a call for fast.lua's. `sendQueued` sends a batch,
+ * and answers every call in it, whatever happens: it runs from setImmediate, where a throw would
+ * reach no caller and crash the process.
+ */
+function byTurn(
+  send: Connection['fcall'],
+  sendQueued: (queued: Queued[]) => void,
+  { firstAtOnce = true, batch = BATCH, later = afterThisTurn } = {},
+): Connection['fcall'] {
+  let turn: Queued[] | undefined;
+  const endTurn = (): void => {
+    const queued = turn as Queued[];
+    turn = undefined;
+    if (queued.length > 0) sendQueued(queued);
+  };
+  return (name, readOnly, keys, args) => {
+    if (turn === undefined) {
+      turn = [];
+      later(endTurn);
+      if (firstAtOnce) return send(name, readOnly, keys, args);
+    }
+    const queued = turn;
+    return new Promise((resolve, reject) => {
+      queued.push({ name, readOnly, keys, args, resolve, reject });
+      // A full batch goes out at once: Redis starts on it while this turn makes the next.
+      if (queued.length === batch) {
+        turn = [];
+        sendQueued(queued);
+      }
+    });
+  };
+}
+
 function ioredis(client: IoRedisLike): Connection {
   const offline = () => (typeof client.status === 'string' && disconnected.has(client.status) ? `status '${client.status}'` : undefined);
   const send = (name: string, readOnly: boolean, keys: string[], args: string[]): Reply => fcallOn(client, name, readOnly, keys, args);
-  // The calls of one turn of the event loop (the requests of every socket that was ready) go out
-  // together: the first at once, the others in batches of BATCH, the last when the turn's I/O
-  // callbacks are done. A batch is one command, an FCALL of the library's `many` function, which
-  // runs each call as if it were an FCALL of its own. ioredis writes each command on its own
-  // (a system call that costs more than the rest of a call, on both ends), and each command costs
-  // both ends its parsing, dispatch and reply besides. Peeks (FCALL_RO, which a replica runs)
-  // go beside it in the same pipeline. A Cluster's calls must keep to one slot: they go out one by one.
-  const batching = client.isCluster !== true && typeof client.pipeline === 'function';
-  let turn: Queued[] | undefined;
+  // ioredis writes each command on its own, a system call that costs more than the rest of a
+  // call, on both ends: a batch goes in one write, and peeks (FCALL_RO, which a replica runs) go
+  // beside it in the same pipeline. A Cluster's calls must keep to one slot: they go out one by one.
   const sendQueued = (queued: Queued[]): void => {
-    const failed = (calls: readonly Queued[]) => (error: unknown) => {
-      for (const q of calls) q.reject(error);
-    };
     // The client lost its connection since: sent now, the calls would wait in its offline queue.
     const why = offline();
     if (why !== undefined) {
       failed(queued)(new FloodgateError(ErrorCodes.STORE_UNAVAILABLE, `The Redis client is not connected (${why}).`));
       return;
     }
-    // Run from setImmediate, a throw would reach no caller (and crash the process): every call is answered.
     try {
-      const together: Queued[] = [];
-      const apart: Queued[] = [];
-      const keys: string[] = [];
-      const args: string[] = [];
-      for (const q of queued) {
-        const kind = q.readOnly ? undefined : kindIn(q.name);
-        if (kind === undefined) apart.push(q);
-        else {
-          together.push(q);
-          keys.push(...q.keys);
-          args.push(kind, String(q.keys.length), String(q.args.length), ...q.args);
-        }
-      }
-      if (together.length === 1) apart.unshift(together.pop() as Queued);
+      const { together, apart, keys, args } = split(queued);
       if (apart.length === 0) {
         client.fcall(LIBRARY.many, keys.length, ...keys, ...args).then((replies) => settleMany(together, replies), failed(together));
         return;
@@ -219,32 +260,11 @@ function ioredis(client: IoRedisLike): Connection {
       failed(queued)(error);
     }
   };
-  const endTurn = (): void => {
-    const queued = turn as Queued[];
-    turn = undefined;
-    if (queued.length > 0) sendQueued(queued);
-  };
   return {
     cluster: client.isCluster === true,
     functions: true,
     offline,
-    fcall(name, readOnly, keys, args) {
-      if (!batching) return send(name, readOnly, keys, args);
-      if (turn === undefined) {
-        turn = [];
-        afterThisTurn(endTurn);
-        return send(name, readOnly, keys, args);
-      }
-      const queued = turn;
-      return new Promise((resolve, reject) => {
-        queued.push({ name, readOnly, keys, args, resolve, reject });
-        // A full batch goes out at once: Redis starts on it while this turn makes the next.
-        if (queued.length === BATCH) {
-          turn = [];
-          sendQueued(queued);
-        }
-      });
-    },
+    fcall: client.isCluster !== true && typeof client.pipeline === 'function' ? byTurn(send, sendQueued) : send,
     evaluate(script, sha, readOnly, keys, args) {
       if (sha) return readOnly ? client.evalsha_ro(script.sha1, keys.length, ...keys, ...args) : client.evalsha(script.sha1, keys.length, ...keys, ...args);
       return readOnly ? client.eval_ro(script.source, keys.length, ...keys, ...args) : client.eval(script.source, keys.length, ...keys, ...args);
@@ -305,15 +325,33 @@ function upstash(client: UpstashLike): Connection {
   // A getter on the client (and a new proxy each time, when it pipelines): read once.
   const functions = client.functions;
   const callable = typeof functions?.call === 'function' && typeof functions.callRo === 'function' && typeof functions.load === 'function';
+  const send: Connection['fcall'] = (name, readOnly, keys, args) => {
+    if (functions === undefined || !callable) return Promise.reject(new Error('ERR unknown command: this @upstash/redis client has no functions API'));
+    return plainly(readOnly ? functions.callRo(name, keys, args) : functions.call(name, keys, args));
+  };
+  // Each command costs a request's share of JSON on both ends and a command in the REST server:
+  // a turn's calls go out as one (the client sends the commands of one tick in one request).
+  const fcall = callable
+    ? byTurn(
+        send,
+        (queued) => {
+          try {
+            const { together, apart, keys, args } = split(queued);
+            if (together.length > 0) send(LIBRARY.many, false, keys, args).then((replies) => settleMany(together, replies), failed(together));
+            for (const q of apart) send(q.name, q.readOnly, q.keys, q.args).then(q.resolve, q.reject);
+          } catch (error) {
+            failed(queued)(error);
+          }
+        },
+        { firstAtOnce: false, batch: 0, later: queueMicrotask },
+      )
+    : send;
   return {
     cluster: false,
     functions: callable,
     // No connection to lose: every call is a request of its own, bounded by the limiter's timeoutMs.
     offline: () => undefined,
-    fcall(name, readOnly, keys, args) {
-      if (functions === undefined || !callable) return Promise.reject(new Error('ERR unknown command: this @upstash/redis client has no functions API'));
-      return plainly(readOnly ? functions.callRo(name, keys, args) : functions.call(name, keys, args));
-    },
+    fcall,
     evaluate(script, sha, readOnly, keys, args) {
       if (sha) return plainly(readOnly && client.evalshaRo ? client.evalshaRo(script.sha1, keys, args) : client.evalsha(script.sha1, keys, args));
       return plainly(readOnly && client.evalRo ? client.evalRo(script.source, keys, args) : client.eval(script.source, keys, args));
