@@ -63,7 +63,11 @@ end
 
 -- The fast path's function: what fast.lua leaves, the general path decides in the same call.
 local function fast_call(keys, args)
-  return fast(keys, args) or call(keys, { 'consume', '', args[2] or '1', '', args[1] }, false)
+  local reply = fast(keys, args)
+  if reply then return reply end
+  local general = { 'consume', '', args[#keys + 1] or '1', '' }
+  for i = 1, #keys do general[4 + i] = args[i] end
+  return call(keys, general, false)
 end
 
 -- Several calls in one: the calls a client made during one turn of its event

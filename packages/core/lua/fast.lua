@@ -1,14 +1,16 @@
--- The fast path: a consume of one rule on Redis's own clock, by a rule
--- without blocks, of the algorithms whose state is one plain string
--- (fixed-window, sliding-window and the meter). It takes the key, the rule's
--- spec and the cost (none when 1), and answers as `call` would (see calls.lua) but for the
--- block's three numbers, all 0 here, without the general path's tables and
--- clock object: on one key, those cost as much as the commands. It decides only a key that is missing or holds the
--- plain state the general path writes for that rule; anything else (a block,
--- another algorithm's or another rule's state, a cost the rule can never
--- admit) returns nil before anything is written, and the caller takes the
--- general path. The conformance suite and a differential test hold the two
--- paths to the same decisions and the same keys.
+-- The fast path: a consume on Redis's own clock, by rules without blocks, of
+-- the algorithms whose state is one plain string (fixed-window,
+-- sliding-window and the meter). It takes one key per rule, the rules' specs
+-- and the cost (none when 1), and answers as `call` would (see calls.lua) but
+-- for each rule's three block numbers, all 0 here, without the general path's
+-- tables and clock object: on one key, those cost as much as the commands.
+-- Several rules are all read, then all written if all admit. It decides only
+-- keys that are missing or hold the plain state the general path writes for
+-- their rule; anything else (a block, another algorithm's or another rule's
+-- state, a cost a rule can never admit) returns nil before anything is
+-- written, and the caller takes the general path. The conformance suite and a
+-- differential test hold the two paths to the same decisions and the same
+-- keys.
 --
 -- This file comes first and uses nothing after it: the script mode runs it
 -- alone. Its helpers serve the rest of the library too.
@@ -70,6 +72,14 @@ end
 
 local FAST = {}
 
+-- The time of a call over several rules (`at`), read once, when a new window
+-- needs it; a call over one rule reads it where it needs it (`at` nil).
+local function time_of(at)
+  if not at then return server_now() end
+  if not at.now then at.now = server_now() end
+  return at.now
+end
+
 -- fixed-window: PTTL and INCRBY on a key in its window, which is what keeps
 -- the rule's state; INCRBY fails on any other state, and a denied call takes
 -- its units back.
@@ -97,6 +107,31 @@ FAST.fw = {
     redis.call('SET', key, text_cost, 'PXAT', fmt(ends))
     return { 1, 0, ends - now }
   end,
+  -- One rule of several (see fast): whether it admits, the count, ms to the window's end, and
+  -- the end of a window the call opens.
+  read = function(key, rule, cost, at)
+    local ttl = redis.call('PTTL', key)
+    if ttl <= 0 then
+      local now = time_of(at)
+      local ends = now - now % rule.window + rule.window
+      return true, 0, ends - now, ends
+    end
+    local raw = redis.pcall('GET', key)
+    local count = integer(raw)
+    if not count or fmt(count) ~= raw then return nil end -- the text INCRBY takes (see lua/fixed-window.lua)
+    return count + cost <= rule.limit, count, ttl
+  end,
+  view = function(reply, count, ttl)
+    reply[#reply + 1] = count
+    reply[#reply + 1] = ttl
+  end,
+  write = function(key, rule, text_cost, cost, count, ttl, ends)
+    if ends then
+      redis.call('SET', key, text_cost, 'PXAT', fmt(ends))
+    else
+      redis.call('INCRBY', key, text_cost)
+    end
+  end,
 }
 
 -- The meter: "level:unitsPerToken:unitsPerMs" (lua/meter.lua) under this
@@ -107,7 +142,7 @@ FAST.m = {
     if not c then return nil end
     return { unit = b, per_ms = c, room = a * b, tag = fmt(b) .. ':' .. fmt(c), capacity = a }
   end,
-  consume = function(key, rule, cost)
+  read = function(key, rule, cost)
     local raw = redis.pcall('GET', key)
     local level, ahead = 0, 0
     if type(raw) == 'string' then
@@ -121,9 +156,11 @@ FAST.m = {
       end
     end
     local after = level + cost * rule.unit
-    if after > rule.room then return { 0, level } end
+    return after <= rule.room, level, ahead, after
+  end,
+  view = function(reply, level) reply[#reply + 1] = level end,
+  write = function(key, rule, text_cost, cost, level, ahead, after)
     redis.call('SET', key, string.format('%d:%s', after, rule.tag), 'PX', fmt(ahead + math.ceil(after / rule.per_ms)))
-    return { 1, level }
   end,
 }
 
@@ -137,7 +174,7 @@ FAST.sw = {
     local pattern, format = '^' .. tag .. string.rep(':(%d+)', c + 1) .. '$', tag .. string.rep(':%d', c + 1)
     return { limit = a, window = b, segments = c, seg_ms = b / c, pattern = pattern, format = format, capacity = a }
   end,
-  consume = function(key, rule, cost)
+  read = function(key, rule, cost, at)
     local S, G = rule.segments, rule.seg_ms
     local raw = redis.pcall('GET', key)
     local counts, phase, ends_in, ttl, now
@@ -152,21 +189,21 @@ FAST.sw = {
       if ttl > 0 then counts, phase, ends_in = sw_seen(rule, stored, ttl) end
     end
     if not counts then
-      now = server_now()
+      now = time_of(at)
       phase = now % G
       counts, ends_in = {}, G - phase
       for i = 0, S do counts[i] = 0 end
     end
-    local reply = { 1, phase }
     local newer = cost
-    for i = 0, S do
-      reply[i + 3] = counts[i]
-      if i > 0 then newer = newer + counts[i] end
-    end
-    if counts[0] * (G - phase) + newer * G > rule.limit * G then
-      reply[1] = 0
-      return reply
-    end
+    for i = 1, S do newer = newer + counts[i] end
+    return counts[0] * (G - phase) + newer * G <= rule.limit * G, phase, counts, ends_in, ttl, now
+  end,
+  view = function(reply, phase, counts)
+    reply[#reply + 1] = phase
+    for i = 0, #counts do reply[#reply + 1] = counts[i] end
+  end,
+  write = function(key, rule, text_cost, cost, phase, counts, ends_in, ttl, now)
+    local S = rule.segments
     counts[S] = counts[S] + cost
     local text = string.format(rule.format, unpack(counts, 0, S))
     if now then
@@ -178,31 +215,65 @@ FAST.sw = {
     else
       redis.call('SET', key, text, 'PX', fmt(ends_in + rule.window))
     end
-    return reply
   end,
 }
 
 -- Parsed specs, kept while the library is loaded (bounded, as in rule_of).
 local FAST_RULES, fast_rules = {}, 0
 
--- keys: the rule's key; args: its spec, then the cost unless it is 1.
+local function fast_rule(spec)
+  local rule = FAST_RULES[spec]
+  if rule then return rule end
+  local kind, a, b, c = string.match(spec, '^(%a+):(%d+):(%d+):?(%d*)$')
+  local algorithm = FAST[kind]
+  a, b, c = integer(a), integer(b), integer(c)
+  if not (algorithm and a and b) or a == 0 or b == 0 or c == 0 then return nil end
+  rule = algorithm.rule(a, b, c)
+  if not rule then return nil end
+  rule.consume, rule.read, rule.view, rule.write = algorithm.consume, algorithm.read, algorithm.view, algorithm.write
+  if fast_rules >= 1000 then FAST_RULES, fast_rules = {}, 0 end
+  FAST_RULES[spec], fast_rules = rule, fast_rules + 1
+  return rule
+end
+
+-- keys: one per rule; args: the rules' specs, then the cost unless it is 1.
+-- A rule's read answers whether it admits the call (nil: it cannot decide),
+-- then the numbers its view and its write take.
 local function fast(keys, args)
+  local n = #keys
   -- A cost of 1, the most common, comes as no argument: one fewer to send,
   -- and no text to turn into a number (as dear as a Redis command).
-  local spec, text_cost = args[1], args[2] or '1'
+  local text_cost = args[n + 1] or '1'
   local cost = text_cost == '1' and 1 or integer(text_cost)
-  local rule = FAST_RULES[spec]
-  if not rule then
-    local kind, a, b, c = string.match(spec, '^(%a+):(%d+):(%d+):?(%d*)$')
-    local algorithm = FAST[kind]
-    a, b, c = integer(a), integer(b), integer(c)
-    if not (algorithm and a and b) or a == 0 or b == 0 or c == 0 then return nil end
-    rule = algorithm.rule(a, b, c)
-    if not rule then return nil end
-    rule.consume = algorithm.consume
-    if fast_rules >= 1000 then FAST_RULES, fast_rules = {}, 0 end
-    FAST_RULES[spec], fast_rules = rule, fast_rules + 1
+  if n == 0 or not cost or cost < 1 or #args > n + 1 then return nil end
+  if n == 1 then
+    -- One rule: no table but the reply (each costs as much as a command).
+    local rule, key = fast_rule(args[1]), keys[1]
+    if not rule or cost > rule.capacity then return nil end
+    if rule.consume then return rule.consume(key, rule, cost, text_cost) end
+    local ok, a, b, c, d, e = rule.read(key, rule, cost)
+    if ok == nil then return nil end
+    local reply = { ok and 1 or 0 }
+    rule.view(reply, a, b, c, d, e)
+    if ok then rule.write(key, rule, text_cost, cost, a, b, c, d, e) end
+    return reply
   end
-  if #keys ~= 1 or not cost or cost < 1 or cost > rule.capacity then return nil end
-  return rule.consume(keys[1], rule, cost, text_cost)
+  -- Several: all read, then all written if all admit.
+  local rules, states, reply, at = {}, {}, { 1 }, {}
+  for i = 1, n do
+    local rule = fast_rule(args[i])
+    if not rule or cost > rule.capacity then return nil end
+    rules[i] = rule
+  end
+  for i = 1, n do
+    local state = { rules[i].read(keys[i], rules[i], cost, at) }
+    if state[1] == nil then return nil end
+    if not state[1] then reply[1] = 0 end
+    rules[i].view(reply, unpack(state, 2, 6))
+    states[i] = state
+  end
+  if reply[1] == 1 then
+    for i = 1, n do rules[i].write(keys[i], rules[i], text_cost, cost, unpack(states[i], 2, 6)) end
+  end
+  return reply
 end

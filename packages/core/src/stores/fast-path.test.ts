@@ -76,6 +76,66 @@ redis.register_function('fg_test_both', function(keys, args)
 end)
 `;
 
+/**
+ * The same for several rules: keys a1..an, then b1..bn; args: op, n, then the op's own.
+ * consume: the n specs and the cost (fast on the a keys, general on the b keys); the
+ * others act on the pair i (args[3]) as TEST_FUNCTION does on its two keys.
+ */
+const TEST_RULES_FUNCTION = `
+redis.register_function('fg_test_rules', function(keys, args)
+  local n = tonumber(args[2])
+  local started = ms_now()
+  local saved = {}
+  for i, key in ipairs(keys) do saved[i] = { redis.call('DUMP', key), redis.call('PEXPIRETIME', key) } end
+  local as, bs = { unpack(keys, 1, n) }, { unpack(keys, n + 1, 2 * n) }
+  local out, problem = {}, nil
+  if args[1] == 'consume' then
+    local specs, cost = { unpack(args, 3, 2 + n) }, args[3 + n]
+    local before = {}
+    for i = 1, n do before[i] = state(as[i]) end
+    local fast_args = { unpack(specs) }
+    if cost ~= '1' then fast_args[n + 1] = cost end
+    local fast_reply = fast(as, fast_args)
+    local declined = 0
+    if not fast_reply then
+      declined = 1
+      for i = 1, n do
+        local now = state(as[i])
+        for j = 1, 3 do
+          if now[j] ~= before[i][j] then problem = 'declined but wrote ' .. as[i] .. ': ' .. tostring(before[i][j]) .. ' -> ' .. tostring(now[j]) end
+        end
+      end
+      fast_reply = call(as, { 'consume', '', cost, '', unpack(specs) }, false)
+    end
+    out[#out + 1] = { declined }
+    out[#out + 1] = fast_reply
+    out[#out + 1] = call(bs, { 'consume', '', cost, '', unpack(specs) }, false)
+  else
+    local i = tonumber(args[3])
+    local pair = { as[i], bs[i] }
+    for _, key in ipairs(pair) do
+      if args[1] == 'general' then call({ key }, { 'consume', '', args[5], '', args[4] }, false)
+      elseif args[1] == 'set' then redis.call('SET', key, args[4])
+      elseif args[1] == 'pexpire' then redis.call('PEXPIRE', key, args[4])
+      elseif args[1] == 'persist' then redis.call('PERSIST', key) end
+    end
+  end
+  for i = 1, n do
+    out[#out + 1] = state(as[i])
+    out[#out + 1] = state(bs[i])
+  end
+  if ms_now() ~= started then
+    for i, key in ipairs(keys) do
+      redis.call('DEL', key)
+      if saved[i][1] then redis.call('RESTORE', key, '0', saved[i][1]) end
+      if saved[i][2] > 0 then redis.call('PEXPIREAT', key, saved[i][2]) end
+    end
+    return 'moved'
+  end
+  return problem or out
+end)
+`;
+
 /** Rules of the kinds fast.lua decides, and rules it must leave to the general path. */
 const FAST_SPECS = ['fw:5:60000', 'fw:3:1000', 'fw:9007199254740991:60000', 'm:5:1:1', 'm:3:4:2', 'm:4:2:1', 'sw:5:60000:1', 'sw:6:60000:3', 'sw:4:1000:2'];
 const OTHER_SPECS = ['fw:5:60000|1000:0', 'fw:2:60000|500:4000', 'm:3:1:1|700:0', 'sw:5:60000:1|900:0', 'sl:4:60000', 'fw:5:60001'];
@@ -194,6 +254,95 @@ describe('the fast path (lua/fast.lua) decides as the general path', () => {
     expect(decided).toBeGreaterThan(1000);
     expect(denied).toBeGreaterThan(100);
     expect(declined).toBeGreaterThan(50);
+  }, 120_000);
+
+  it('several rules: the same replies and the same keys, all admitted or none, from any state', async () => {
+    const redis = redisServer.client;
+    await redis.call('FUNCTION', 'LOAD', 'REPLACE', `${LIBRARY.functions}\n${TEST_FUNCTION}\n${TEST_RULES_FUNCTION}`);
+    /** The numbers of a rule's view in the fast reply: the general one's, without the block's 3. */
+    const viewSize = (spec: string): number => (spec.startsWith('fw:') ? 2 : spec.startsWith('m:') ? 1 : Number(spec.split(':')[3]) + 2);
+    type RulesStep =
+      | { kind: 'consume'; cost: number }
+      | { kind: 'general'; at: number; spec: string; cost: number }
+      | { kind: 'set'; at: number; value: string }
+      | { kind: 'pexpire'; at: number; ms: number }
+      | { kind: 'persist'; at: number };
+    const at = fc.integer({ min: 1, max: 3 });
+    const steps: fc.Arbitrary<RulesStep[]> = fc.array(
+      fc.oneof(
+        { weight: 12, arbitrary: fc.record({ kind: fc.constant('consume' as const), cost: fc.integer({ min: 1, max: 4 }) }) },
+        {
+          weight: 2,
+          arbitrary: fc.record({
+            kind: fc.constant('general' as const),
+            at,
+            spec: fc.constantFrom(...OTHER_SPECS, ...FAST_SPECS),
+            cost: fc.integer({ min: 1, max: 4 }),
+          }),
+        },
+        {
+          weight: 1,
+          arbitrary: fc.record({ kind: fc.constant('set' as const), at, value: fc.constantFrom('2', 'x', '2:1:1', '60000:1:2', '5|fw:9:0:0:0:0') }),
+        },
+        { weight: 3, arbitrary: fc.record({ kind: fc.constant('pexpire' as const), at, ms: fc.integer({ min: 1, max: 130_000 }) }) },
+        { weight: 1, arbitrary: fc.record({ kind: fc.constant('persist' as const), at }) },
+      ),
+      { minLength: 1, maxLength: 30 },
+    );
+    let run = 0;
+    let decided = 0;
+    let denied = 0;
+    let declined = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.uniqueArray(fc.constantFrom(...FAST_SPECS), { minLength: 2, maxLength: 3 }), steps, async (specs, plan) => {
+        run++;
+        const n = specs.length;
+        const keys = [...specs.map((_, i) => `rules:{${run}}:a${i}`), ...specs.map((_, i) => `rules:{${run}}:b${i}`)];
+        for (const s of plan) {
+          const args =
+            s.kind === 'consume'
+              ? [...specs, String(s.cost)]
+              : s.kind === 'general'
+                ? [String(Math.min(s.at, n)), s.spec, String(s.cost)]
+                : s.kind === 'set'
+                  ? [String(Math.min(s.at, n)), s.value]
+                  : s.kind === 'pexpire'
+                    ? [String(Math.min(s.at, n)), String(s.ms)]
+                    : [String(Math.min(s.at, n))];
+          let out: unknown;
+          do out = await redis.call('FCALL', 'fg_test_rules', String(2 * n), ...keys, s.kind, String(n), ...args);
+          while (out === 'moved');
+          expect(typeof out, String(out)).not.toBe('string');
+          const parts = out as unknown[][];
+          const states = parts.slice(-2 * n);
+          for (let i = 0; i < n; i++) expect(states[2 * i], JSON.stringify(s)).toEqual(states[2 * i + 1]);
+          if (s.kind !== 'consume') continue;
+          const [flag, fastReply, generalReply] = parts as unknown[][];
+          const general = numbers(generalReply);
+          if (Number(flag?.[0]) === 1) {
+            declined++;
+            expect(numbers(fastReply)).toEqual(general);
+            continue;
+          }
+          decided++;
+          if (general[0] === 0) denied++;
+          // The fast reply is the general one without each rule's block numbers, 0 for keys it decides.
+          const fast = numbers(fastReply);
+          const full = [fast[0]];
+          let from = 1;
+          for (const spec of specs) {
+            full.push(...fast.slice(from, from + viewSize(spec)), 0, 0, 0);
+            from += viewSize(spec);
+          }
+          expect(from, JSON.stringify(fast)).toBe(fast.length);
+          expect(full, `${JSON.stringify(specs)} ${JSON.stringify(s)}`).toEqual(general);
+        }
+      }),
+      { numRuns: 300 },
+    );
+    expect(decided).toBeGreaterThan(500);
+    expect(denied).toBeGreaterThan(100);
+    expect(declined).toBeGreaterThan(20);
   }, 120_000);
 
   it('declines what it cannot decide with nothing written, in script mode too', async () => {

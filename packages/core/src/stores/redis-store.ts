@@ -54,9 +54,9 @@ interface Prepared {
   readonly suffixes: readonly string[];
   readonly views: readonly RuleView[];
   /**
-   * Whether a consume takes the fast path (lua/fast.lua): one plain rule, on
-   * Redis's own clock. It then sends the key, the rule's spec and the cost (none when 1),
-   * and the library leaves out the block's numbers, all 0 (see consumeFast).
+   * Whether a consume takes the fast path (lua/fast.lua): plain rules only, on
+   * Redis's own clock. It then sends the keys, the rules' specs and the cost (none when 1),
+   * and the library leaves out each rule's block numbers, all 0 (see consumeFast).
    */
   readonly fast: boolean;
 }
@@ -311,13 +311,20 @@ export class RedisStore implements Store {
    * the call then runs the write script.
    */
   private consumeFast(batch: Batch, cost: number, prepared: Prepared): Promise<number[]> {
-    const spec = batch.specs[0] as string;
-    return this.invoke(batch.keys, cost === 1 ? [spec] : [spec, String(cost)], 'fast').then((reply) => {
+    return this.invoke(batch.keys, cost === 1 ? batch.specs : [...batch.specs, String(cost)], 'fast').then((reply) => {
       if (reply === null) return this.decide(batch, 'consume', cost, 0, '', prepared);
-      const size = 1 + (prepared.views[0] as RuleView).size;
-      const numbers = readReply(reply, Array.isArray(reply) && reply.length === size ? size : size - 3);
-      if (numbers.length < size) numbers.push(0, 0, 0);
-      return numbers;
+      const views = prepared.views;
+      const size = 1 + views.reduce((sum, view) => sum + view.size, 0);
+      const numbers = readReply(reply, Array.isArray(reply) && reply.length === size ? size : size - 3 * views.length);
+      if (numbers.length === size) return numbers;
+      // Each rule's view, then its block's numbers.
+      const full = [numbers[0] as number];
+      let at = 1;
+      for (const view of views) {
+        for (const end = at + view.size - 3; at < end; at++) full.push(numbers[at] as number);
+        full.push(0, 0, 0);
+      }
+      return full;
     });
   }
 
@@ -365,7 +372,7 @@ export class RedisStore implements Store {
     let prepared = this.prepared.get(ruleSet);
     if (prepared === undefined) {
       const views = ruleSet.rules.map(viewOf);
-      const fast = this.serverClock && views.length === 1 && (views[0] as RuleView).fast;
+      const fast = this.serverClock && views.every((view) => view.fast);
       prepared = { suffixes: ruleSet.rules.map((rule) => `}:${rule.name}`), views, fast };
       this.prepared.set(ruleSet, prepared);
     }
