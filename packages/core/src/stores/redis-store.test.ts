@@ -302,6 +302,94 @@ describe('the Redis library', () => {
     expect(errors).toHaveLength(2);
   });
 
+  it('answers each call of a batch with a store failure when a reply of the right length holds no call replies (not a state error: no key is reset)', async () => {
+    const sent: string[][] = [];
+    const client = {
+      ...ioredisShaped(() => {
+        throw new Error('not used');
+      }),
+      fcall: (name: string, numKeys: number, ...keysAndArgs: string[]) => {
+        sent.push([name, String(numKeys), ...keysAndArgs]);
+        return Promise.resolve([1, 0, 60_000]); // to a batch of 3: three numbers, not three replies
+      },
+    };
+    const { limiter, errors } = strictLimiter({ algorithm: 'fixed-window', limit: 5, windowMs: 60_000, store: new RedisStore({ client }) });
+    const decisions = await Promise.all([limiter.consume('a'), limiter.consume('b'), limiter.consume('c'), limiter.consume('d')]);
+    expect(decisions[0]).toMatchObject({ allowed: true, remaining: 4 });
+    for (const decision of decisions.slice(1)) {
+      expect(decision.storeError?.message).toMatch(/many function with .*not one reply per call/);
+      expect(decision.storeError).not.toHaveProperty('code');
+    }
+    expect(errors).toHaveLength(3);
+    expect(sent.some((args) => args.includes('reset'))).toBe(false);
+  });
+
+  it("reads a call's own error in a batch as it reads that error of the call alone; an error of the whole batch is no call's state error", async () => {
+    // Redis ends a function's error with where it was raised; the library's many function
+    // catches each call's error, which then comes without it. Neither can be made on time
+    // with the real library (it reads every key with pcall): a client of ioredis's shape.
+    const alone = 'ERR value is not an integer or out of range script: fg_x_fast, on @user_function:12.';
+    /** The many function's reply: the call on key c fails with the error alone, others admit (a reset answers nothing). */
+    const replies = (numKeys: number, keysAndArgs: string[]): unknown[] => {
+      const keys = keysAndArgs.slice(0, numKeys);
+      const args = keysAndArgs.slice(numKeys);
+      const out: unknown[] = [];
+      for (let a = 0, k = 0; a < args.length; ) {
+        const [kind, nkeys, nargs] = [args[a], Number(args[a + 1]), Number(args[a + 2])];
+        const key = keys[k] as string;
+        out.push(kind === 'w' ? [] : key.includes('{c}') ? 'ERR value is not an integer or out of range' : [1, 0, 60_000]);
+        a += 3 + nargs;
+        k += nkeys;
+      }
+      return out;
+    };
+    let batch = (numKeys: number, keysAndArgs: string[]): Promise<unknown> => Promise.resolve(replies(numKeys, keysAndArgs));
+    let calls = 0;
+    const client = {
+      ...ioredisShaped(() => {
+        throw new Error('not used');
+      }),
+      fcall: (name: string, numKeys: number, ...keysAndArgs: string[]) => {
+        if (name === LIBRARY.many) return batch(numKeys, keysAndArgs);
+        return calls++ === 0 ? Promise.reject(new Error(alone)) : Promise.resolve(keysAndArgs.includes('reset') ? [] : [1, 0, 60_000]);
+      },
+    };
+    const { limiter } = strictLimiter({ algorithm: 'fixed-window', limit: 5, windowMs: 60_000, store: new RedisStore({ client }) });
+    const [first, second, third] = await Promise.all([limiter.consume('a'), limiter.consume('b'), limiter.consume('c')]);
+    expect(first?.storeError).toMatchObject({ code: 'ERR_FG_STORE_REPLY' });
+    expect(second).toMatchObject({ allowed: true, remaining: 4 });
+    expect(third?.storeError).toMatchObject({ code: 'ERR_FG_STORE_REPLY', message: expect.stringMatching(/not an integer/) });
+    // The whole batch refused, with where in the library: a store failure for each call, none of them reset.
+    batch = () => Promise.reject(new Error('FG_ARG bad call 2 in many script: fg_x_many, on @user_function:90.'));
+    const decisions = await Promise.all([limiter.consume('a'), limiter.consume('b'), limiter.consume('c')]);
+    for (const decision of decisions.slice(1)) {
+      expect(decision.storeError?.message).toMatch(/bad call 2 in many/);
+      expect(decision.storeError).not.toHaveProperty('code');
+    }
+  });
+
+  it('sends the calls of a turn one by one where Redis refuses keys of several slots in one command (cluster mode through a plain client), and decides them all', async () => {
+    const server = await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf']);
+    const client = server.client();
+    try {
+      await client.call('CLUSTER', 'ADDSLOTSRANGE', '0', '16383'); // one node that serves every slot
+      while (!String(await client.call('CLUSTER', 'INFO')).includes('cluster_state:ok')) await new Promise((resolve) => setTimeout(resolve, 20));
+      const { limiter, errors } = strictLimiter({ algorithm: 'fixed-window', limit: 2, windowMs: 60_000, store: new RedisStore({ client }), prefix: 'slots:' });
+      await limiter.peek('warm'); // the library is loaded
+      const keys = ['a', 'b', 'c', 'd', 'a', 'b', 'c', 'd', 'a'];
+      const decisions = await Promise.all(keys.map((key) => limiter.consume(key)));
+      expect(errors).toEqual([]);
+      expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, true, true, true, true, true, false]);
+      // From then on this connection sends no batch of several slots.
+      const sent = await commandsSent(client, () => Promise.all(['e', 'f', 'g'].map((key) => limiter.consume(key))));
+      expect(sent.map(([name, fn]) => `${name} ${fn}`)).toEqual(Array.from({ length: 3 }, () => `fcall ${LIBRARY.fast}`));
+      expect(errors).toEqual([]);
+    } finally {
+      client.disconnect();
+      await server.stop();
+    }
+  });
+
   it('runs as scripts where Functions are forbidden (an ACL): on the first NOPERM, for good, with the same decisions', async () => {
     const user = `limited${prefixes++}`;
     await redis.call('ACL', 'SETUSER', user, 'on', '>secret', '~*', '&*', '+@all', '-fcall', '-fcall_ro', '-function');

@@ -3,7 +3,7 @@ import { startBlock } from '../algorithms/block.js';
 import { createVerdict } from '../algorithms/types.js';
 import { describe, ErrorCodes, FloodgateError } from '../errors.js';
 import type { CompiledRule } from '../rules.js';
-import { type Connection, connect, type RedisClient } from './redis/connection.js';
+import { BatchError, type Connection, connect, type RedisClient } from './redis/connection.js';
 import { LIBRARY } from './redis/library.generated.js';
 import { type RuleView, viewOf } from './redis/views.js';
 import { admittedDecision, unchangedDecision } from './rule-decisions.js';
@@ -117,6 +117,7 @@ const rethrowLibraryError = (error: unknown): never => {
  * cannot read is that key's problem, not the store's: ERR_FG_STORE_REPLY.
  */
 function libraryError(error: unknown): unknown {
+  if (error instanceof BatchError) return error; // the whole batch failed, not a key's state
   const message = messageOf(error);
   const clock = /FG_CLOCK (.*)/.exec(message);
   if (clock !== null) {

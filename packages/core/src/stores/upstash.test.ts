@@ -96,6 +96,17 @@ describe('RedisStore with an @upstash/redis client (Redis over HTTP)', () => {
     expect(errors).toEqual([]);
   });
 
+  it('bounds a batch: 200 consumes in one burst are FCALLs of at most 64 calls each, still in one request', async () => {
+    const { limiter, errors } = strictLimiter({ algorithm: 'fixed-window', limit: 150, windowMs: 60_000, store: new RedisStore({ client: upstash() }) });
+    await limiter.peek('warm'); // the library is loaded
+    const sent = await requestsOf(async () => {
+      const decisions = await Promise.all(Array.from({ length: 200 }, () => limiter.consume('k')));
+      expect(decisions.filter((d) => d.allowed)).toHaveLength(150);
+    });
+    expect(sent).toEqual([['FCALL', 'FCALL', 'FCALL', 'FCALL']]); // 64 + 64 + 64 + 8
+    expect(errors).toEqual([]);
+  });
+
   it("runs as scripts where the service has no Functions: on the first 'unknown command', for good; one EVALSHA a call", async () => {
     bridge.unsupported.add('FCALL').add('FCALL_RO').add('FUNCTION');
     const store = new RedisStore({ client: upstash({ enableAutoPipelining: false }) });

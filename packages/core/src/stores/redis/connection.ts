@@ -117,26 +117,69 @@ const afterThisTurn: (run: () => void) => void = typeof setImmediateOf === 'func
  */
 const BATCH = 16;
 
+/**
+ * Calls per command over HTTP, where a burst's calls all go in one request (one command each would
+ * cost a command's share of JSON and dispatch): bounded, since every call of a command waits for its last.
+ */
+const UPSTASH_BATCH = 64;
+
 /** How the library's `many` function runs a call of the function `name` ('f' fast, 'w' write), if it runs it at all. */
 function kindIn(name: string): 'f' | 'w' | undefined {
   return name === LIBRARY.fast ? 'f' : name === LIBRARY.write ? 'w' : undefined;
 }
 
-/** Settles the calls sent together with `many`, one reply each (a string: the call failed, with that error). */
+/**
+ * A failure of a whole batch (the `many` command), not of one of its calls: a store failure for
+ * each call in it, never a key's state error, even when Redis names the library's function.
+ */
+export class BatchError extends Error {
+  constructor(cause: unknown) {
+    super(cause instanceof Error ? cause.message : String(cause), { cause });
+  }
+}
+
+/** Redis refuses keys of several Cluster slots in one command: a server in cluster mode reached by a plain client, or a proxy. */
+const crossSlot = (error: unknown) => error instanceof Error && error.message.startsWith('CROSSSLOT');
+
+/** Settles the calls sent together with `many`, one reply each: an array, or a string (the call failed, with that error). */
 function settleMany(queued: readonly Queued[], replies: unknown): void {
-  if (!Array.isArray(replies) || replies.length !== queued.length) {
+  if (!Array.isArray(replies) || replies.length !== queued.length || !replies.every((reply) => Array.isArray(reply) || typeof reply === 'string')) {
     // Not ERR_FG_STORE_REPLY, which blames the keys' state (and resets it): the server or a proxy
     // before it does not speak the library's protocol, a store failure like any other.
-    const error = new Error(`Redis answered ${queued.length} calls of the library's many function with ${describe(replies)}, not one reply per call.`);
+    const error = new BatchError(`Redis answered ${queued.length} calls of the library's many function with ${describe(replies)}, not one reply per call.`);
     for (const q of queued) q.reject(error);
     return;
   }
   for (let i = 0; i < queued.length; i++) {
     const reply: unknown = replies[i];
     const q = queued[i] as Queued;
-    if (typeof reply === 'string') q.reject(new Error(reply));
+    // Alone, the call's error would end with where Redis raised it, which the store reads as the
+    // library failing on a key's state (see libraryError): said the same way here.
+    if (typeof reply === 'string') q.reject(new Error(`${reply} script: ${q.name}, run by many, on @user_function.`));
     else q.resolve(reply);
   }
+}
+
+/**
+ * How a connection sends a batch with `many` and settles its calls: from the reply, or from the
+ * error of the whole batch. Where Redis refuses keys of several slots in one command, each call
+ * goes again alone (nothing ran), and so do the calls of later turns on that connection.
+ */
+function batches(send: Connection['fcall']) {
+  const state = {
+    together: true,
+    settle(together: readonly Queued[], outcome: Reply): void {
+      outcome.then(
+        (replies) => settleMany(together, replies),
+        (error: unknown) => {
+          if (!crossSlot(error)) return failed(together)(new BatchError(error));
+          state.together = false;
+          for (const q of together) send(q.name, q.readOnly, q.keys, q.args).then(q.resolve, q.reject);
+        },
+      );
+    },
+  };
+  return state;
 }
 
 /** FCALL or FCALL_RO on a client or a pipeline. */
@@ -157,14 +200,17 @@ const failed =
     for (const q of calls) q.reject(error);
   };
 
-/** The calls of a turn: those the library's `many` runs (`together`, with its keys and arguments, when there are two or more) and the others. */
-function split(queued: readonly Queued[]): { together: Queued[]; apart: Queued[]; keys: string[]; args: string[] } {
+/**
+ * The calls of a turn: those the library's `many` runs (`together`, with its keys and arguments,
+ * when there are two or more and `many` is on) and the others.
+ */
+function split(queued: readonly Queued[], many: boolean): { together: Queued[]; apart: Queued[]; keys: string[]; args: string[] } {
   const together: Queued[] = [];
   const apart: Queued[] = [];
   const keys: string[] = [];
   const args: string[] = [];
   for (const q of queued) {
-    const kind = q.readOnly ? undefined : kindIn(q.name);
+    const kind = q.readOnly || !many ? undefined : kindIn(q.name);
     if (kind === undefined) apart.push(q);
     else {
       together.push(q);
@@ -220,6 +266,7 @@ function ioredis(client: IoRedisLike): Connection {
   // ioredis writes each command on its own, a system call that costs more than the rest of a
   // call, on both ends: a batch goes in one write, and peeks (FCALL_RO, which a replica runs) go
   // beside it in the same pipeline. A Cluster's calls must keep to one slot: they go out one by one.
+  const batch = batches(send);
   const sendQueued = (queued: Queued[]): void => {
     // The client lost its connection since: sent now, the calls would wait in its offline queue.
     const why = offline();
@@ -228,9 +275,9 @@ function ioredis(client: IoRedisLike): Connection {
       return;
     }
     try {
-      const { together, apart, keys, args } = split(queued);
+      const { together, apart, keys, args } = split(queued, batch.together);
       if (apart.length === 0) {
-        client.fcall(LIBRARY.many, keys.length, ...keys, ...args).then((replies) => settleMany(together, replies), failed(together));
+        batch.settle(together, client.fcall(LIBRARY.many, keys.length, ...keys, ...args));
         return;
       }
       if (together.length === 0 && apart.length === 1) {
@@ -241,21 +288,17 @@ function ioredis(client: IoRedisLike): Connection {
       const pipeline = (client.pipeline as () => IoRedisPipeline)();
       if (together.length > 0) pipeline.fcall(LIBRARY.many, keys.length, ...keys, ...args);
       for (const q of apart) fcallOn(pipeline, q.name, q.readOnly, q.keys, q.args);
-      pipeline.exec().then((results) => {
-        const first = together.length > 0 ? 1 : 0;
-        if (first === 1) {
-          const [error, replies] = results?.[0] ?? [new Error('ioredis answered the pipeline without its first command'), undefined];
-          if (error === null) settleMany(together, replies);
-          else failed(together)(error);
-        }
-        for (let i = 0; i < apart.length; i++) {
-          const q = apart[i] as Queued;
-          const result = results?.[first + i];
-          if (result === undefined) q.reject(new Error('ioredis answered the pipeline without this command'));
-          else if (result[0] !== null) q.reject(result[0]);
-          else q.resolve(result[1]);
-        }
-      }, failed(queued));
+      const results = pipeline.exec();
+      // Each command's [error, reply], in order; the pipeline's own failure fails them all.
+      const result = (i: number): Reply =>
+        results.then((all) => {
+          const [error, reply] = all?.[i] ?? [new Error('ioredis answered the pipeline without this command'), undefined];
+          if (error !== null) throw error;
+          return reply;
+        });
+      const first = together.length > 0 ? 1 : 0;
+      if (first === 1) batch.settle(together, result(0));
+      for (let i = 0; i < apart.length; i++) result(first + i).then((apart[i] as Queued).resolve, (apart[i] as Queued).reject);
     } catch (error) {
       failed(queued)(error);
     }
@@ -331,14 +374,19 @@ function upstash(client: UpstashLike): Connection {
   };
   // Each command costs a request's share of JSON on both ends and a command in the REST server:
   // a turn's calls go out as one (the client sends the commands of one tick in one request).
+  const batch = batches(send);
   const fcall = callable
     ? byTurn(
         send,
         (queued) => {
           try {
-            const { together, apart, keys, args } = split(queued);
-            if (together.length > 0) send(LIBRARY.many, false, keys, args).then((replies) => settleMany(together, replies), failed(together));
-            for (const q of apart) send(q.name, q.readOnly, q.keys, q.args).then(q.resolve, q.reject);
+            // At most UPSTASH_BATCH calls a command: Redis runs a command to its end, and every call of
+            // it waits for the last. The client still sends the burst's commands in one request.
+            for (let from = 0; from < queued.length; from += UPSTASH_BATCH) {
+              const { together, apart, keys, args } = split(queued.slice(from, from + UPSTASH_BATCH), batch.together);
+              if (together.length > 0) batch.settle(together, send(LIBRARY.many, false, keys, args));
+              for (const q of apart) send(q.name, q.readOnly, q.keys, q.args).then(q.resolve, q.reject);
+            }
           } catch (error) {
             failed(queued)(error);
           }
