@@ -25,6 +25,8 @@ export {
 export { type AccessList, compileAccessList } from './http/lists.js';
 export {
   createRateLimitFlow,
+  type HandlerSignals,
+  handlerSignals,
   type KeyOption,
   type Message,
   type NodeResponse,
@@ -38,4 +40,4 @@ export { PROBLEM_CONTENT_TYPE, type ProblemOptions, problemResponse, problemType
 export { expressProxyTrust, fastifyProxyTrust, koaProxyTrust, type ProxyTrust, socketOnlyProxyTrust } from './http/proxy-trust.js';
 export type { ValidationFacts } from './http/validate.js';
 export { isUnmeasured } from './limiter.js';
-export { derivedPrefix, givenOptions, limiterOptionNames, overlayLimiterOptions, ruleShorthandNames } from './options.js';
+export { derivedPrefix, givenOptions, inheritOptions, limiterOptionNames, type OptionLevel, overlayLimiterOptions, ruleShorthandNames } from './options.js';

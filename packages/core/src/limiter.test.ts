@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Decision } from './decision.js';
 import { FloodgateError } from './errors.js';
 import { createLimiter } from './limiter.js';
-import { derivedPrefix, type LimiterOptions, overlayLimiterOptions, parseLimiterOptions } from './options.js';
+import { derivedPrefix, inheritOptions, type LimiterOptions, overlayLimiterOptions, parseLimiterOptions } from './options.js';
 import { compileRule, type RuleOptions } from './rules.js';
 import { MemoryStore } from './stores/memory-store.js';
 import type { RuleSet, Store } from './stores/types.js';
@@ -533,6 +533,37 @@ describe('limiters sharing a store', () => {
     expect(overlayLimiterOptions({ rules, prefix: 'api:' }, { windowMs: 10 }, 'r')).toEqual({ windowMs: 10, prefix: 'api:r:' });
     expect(overlayLimiterOptions(above, { limit: 5, prefix: 'own:' }, 'r').prefix).toBe('own:');
     expect(overlayLimiterOptions({ prefix: 'api:' }, { limit: 5 })).toEqual({ prefix: 'api:', limit: 5 });
+    store.close();
+  });
+
+  it('inherits nested adapter options: the limiter above is shared until a level names a limiter option, which gets it a limiter of its own', () => {
+    const store = new MemoryStore();
+    const key = () => 'k';
+    const shared = createLimiter({ limit: 1, windowMs: 1000 });
+    const top = inheritOptions(undefined, { limit: 100, windowMs: 60_000, store, headers: 'draft-8', prefix: undefined });
+    expect(top).toMatchObject({ limited: true, options: { headers: 'draft-8' }, limiterOptions: { limit: 100, windowMs: 60_000, store } });
+    expect(top.flowOptions).toEqual({ headers: 'draft-8', limit: 100, windowMs: 60_000, store });
+    const level = { ...top, limiter: shared }; // the top level's flow made it
+    // Adapter options only: the limiter above, the same counts.
+    expect(inheritOptions(level, { key, headers: undefined }, 'r').flowOptions).toEqual({ headers: 'draft-8', key, limiter: shared });
+    // A limiter option: a limiter of its own, in a namespace of its own.
+    const own = inheritOptions(level, { limit: 5 }, 'POST /login');
+    expect(own.flowOptions).toEqual({ headers: 'draft-8', limit: 5, windowMs: 60_000, store, prefix: 'fg:POST /login:' });
+    expect(own.limiterOptions).toEqual({ limit: 5, windowMs: 60_000, store, prefix: 'fg:POST /login:' });
+    // A limiter given: used as it is; given with limiter options, both go to the flow, which says which to drop.
+    expect(inheritOptions(level, { limiter: shared }, 'r')).toMatchObject({ limiterOptions: undefined, flowOptions: { headers: 'draft-8', limiter: shared } });
+    expect(inheritOptions(level, { limiter: shared, limit: 3 }, 'r').flowOptions).toEqual({
+      headers: 'draft-8',
+      limiter: shared,
+      limit: 3,
+      windowMs: 60_000,
+      store,
+    });
+    // A top level without a limit only gives defaults: the level below that names one gets them.
+    const defaults = inheritOptions(undefined, { windowMs: 60_000, store });
+    expect(defaults.limited).toBe(false);
+    expect(inheritOptions(defaults, { key }, 'r').limited).toBe(false);
+    expect(inheritOptions(defaults, { limit: 2 }, 'r')).toMatchObject({ limited: true, flowOptions: { limit: 2, windowMs: 60_000, store, prefix: 'fg:r:' } });
     store.close();
   });
 

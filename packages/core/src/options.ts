@@ -163,6 +163,63 @@ export function overlayLimiterOptions(
   return { ...merged, ...ownOptions };
 }
 
+/**
+ * One level of nested adapter options: a Fastify plugin and its routes; a
+ * NestJS module, its controllers and their handlers.
+ */
+export interface OptionLevel {
+  /** The adapter options (key, cost, headers, ...) given at this level or above: what the levels below start from. */
+  readonly options: Readonly<Record<string, unknown>>;
+  /** The limiter options this level's own limiter is made of (undefined: it was given a `limiter`, or shares the one above). */
+  readonly limiterOptions: Readonly<Record<string, unknown>> | undefined;
+  /** The limiter of this level's flow: the one levels below share when they name no limiter option of their own. */
+  readonly limiter?: unknown;
+}
+
+/**
+ * A level's own options over its parent's (none: the top level), as nested
+ * adapters read them. Adapter options are overridden one by one. A level
+ * that names no limiter option shares the limiter above (same counts); one
+ * that gives `limiter` uses it; one that gives limiter options gets a
+ * limiter of its own, made of them over the limiter options above
+ * (`overlayLimiterOptions`, in the `namespace` of its own). An option set to
+ * `undefined` is not given. `flowOptions` is what the level's request flow
+ * is made of; `limited` says whether it names a limit at all (a top level
+ * that does not only gives defaults to the levels below).
+ *
+ * @example
+ * ```ts
+ * const plugin = inheritOptions(undefined, { limit: 100, windowMs: 60_000, headers: 'draft-8' });
+ * inheritOptions(plugin, { limit: 5 }, 'POST /login').flowOptions;
+ * // { headers: 'draft-8', limit: 5, windowMs: 60_000, prefix: 'fg:POST /login:' }
+ * ```
+ */
+export function inheritOptions(
+  parent: OptionLevel | undefined,
+  own: Readonly<Record<string, unknown>>,
+  namespace?: string,
+): OptionLevel & { readonly flowOptions: Record<string, unknown>; readonly limited: boolean } {
+  const options: Record<string, unknown> = { ...parent?.options };
+  const ownLimiter: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(givenOptions(own))) {
+    if (limiterOptionNames.has(name)) ownLimiter[name] = value;
+    else if (name !== 'limiter') options[name] = value;
+  }
+  const given = own.limiter;
+  let limiterOptions = parent?.limiterOptions;
+  // What the flow is given: limiter options (a limiter of its own), a limiter, or both (the flow says which to drop).
+  let limiter: Record<string, unknown> | undefined = limiterOptions;
+  if (Object.keys(ownLimiter).length > 0) {
+    limiterOptions = overlayLimiterOptions(parent?.limiterOptions, ownLimiter, given === undefined ? namespace : undefined);
+    limiter = given === undefined ? limiterOptions : { ...limiterOptions, limiter: given };
+  } else if (given !== undefined) {
+    limiterOptions = undefined;
+    limiter = { limiter: given };
+  } else if (parent?.limiter !== undefined) limiter = { limiter: parent.limiter };
+  const limited = ['limit', 'rules', 'limiter'].some((name) => limiter?.[name] !== undefined);
+  return { options, limiterOptions, flowOptions: { ...options, ...limiter }, limited };
+}
+
 /** Names users bring from other rate limiters, and what Floodgate calls them. */
 const knownAliases: Record<string, string> = {
   max: "Floodgate calls it 'limit'",

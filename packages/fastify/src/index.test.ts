@@ -111,6 +111,21 @@ const minute = { algorithm: 'fixed-window', windowMs: 60_000, now: () => Date.UT
 const ok = () => ({ ok: true });
 
 describe.each(frameworks)('%s specifics', (_, Fastify) => {
+  it('with global: false and no limit, the plugin options are defaults for the routes that set one (a store, a window), as on NestJS', async () => {
+    const store = new MemoryStore();
+    const app = newApp(Fastify);
+    await app.register(rateLimit, { global: false, store, windowMs: 60_000, algorithm: 'fixed-window', headers: 'draft-8' });
+    app.get('/login', { config: { rateLimit: { limit: 2 } } }, ok);
+    app.get('/free', ok);
+    await serve(app, async (get) => {
+      expect(await statuses(get, '/login', 3)).toEqual([200, 200, 429]);
+      expect((await get('/login')).headers.get('ratelimit-policy')).toBe('"default";q=2;w=60');
+      expect(await statuses(get, '/free', 3)).toEqual([200, 200, 200]);
+    });
+    expect(store.size('fg:GET /login:', 'default')).toBe(1); // the plugin's store, in the route's own namespace
+    store.close();
+  });
+
   it('with global: false limits only routes with config.rateLimit, which share the plugin budget unless they set limits of their own', async () => {
     const app = newApp(Fastify);
     await app.register(rateLimit, { global: false, ...minute, limit: 2, headers: 'draft-8' });

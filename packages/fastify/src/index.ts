@@ -3,14 +3,14 @@ import {
   createKeyBy,
   createRateLimitFlow,
   fastifyProxyTrust,
-  givenOptions,
   type Header,
+  handlerSignals,
+  inheritOptions,
   isPromise,
   joinHeader,
   type KeyBy,
-  limiterOptionNames,
+  type OptionLevel,
   type Outcome,
-  overlayLimiterOptions,
   type RateLimitOptions,
   type RequestReader,
   settleWhenDone,
@@ -54,7 +54,6 @@ export interface FastifyRateLimitOptions extends FastifyRouteRateLimitOptions {
 
 type HookDone = (error?: Error) => void;
 type Hook = (request: FastifyRequest, reply: FastifyReply, done: HookDone) => void;
-type Options = Record<string, unknown>;
 type RouteHook = { stage: RateLimitHook; hook: Hook };
 
 /** Header names as Fastify keeps them, in lower case: reply.header() then makes no new string per request. */
@@ -88,25 +87,11 @@ const reader: RequestReader<FastifyArgs> = {
  */
 export const keyBy: KeyBy<FastifyArgs> = createKeyBy(reader);
 
-/**
- * Per request, a promise of the status the route's handler answered with, settled by
- * Fastify's onSend: the handler is done once it sent its reply (errors too), whether or
- * not the client is still there to read it.
- */
-const handlerDone = new WeakMap<FastifyRequest, (status: number) => void>();
-
-function whenHandlerDone(request: FastifyRequest): Promise<number> {
-  return new Promise<number>((resolve) => {
-    const earlier = handlerDone.get(request); // a stacked limit on the same request
-    handlerDone.set(request, (status) => {
-      earlier?.(status);
-      resolve(status);
-    });
-  });
-}
+/** Per request, when the route's handler is done: once it sent its reply (errors too), whether or not the client is still there to read it. */
+const handlers = handlerSignals();
 
 const signalHandlerDone: onSendHookHandler = (request, reply, payload, next) => {
-  handlerDone.get(request)?.(reply.statusCode);
+  handlers.done(request, reply.statusCode);
   next(null, payload);
 };
 
@@ -125,7 +110,7 @@ function createHook(options: RateLimitOptions<FastifyArgs, FastifyHandler>): { h
     if (outcome.kind !== 'skip') setHeaders(reply, outcome.headers);
     if (outcome.kind !== 'deny') {
       // The work is over when the handler has sent its reply and the response is sent or cut off.
-      if (outcome.kind === 'pass' && flow.mustSettle(outcome)) settleWhenDone(flow, outcome, reply.raw, whenHandlerDone(request));
+      if (outcome.kind === 'pass' && flow.mustSettle(outcome)) settleWhenDone(flow, outcome, reply.raw, handlers.wait(request));
       done();
       return;
     }
@@ -162,34 +147,14 @@ function checkHook(hook: unknown, where: string): RateLimitHook {
   return hook as RateLimitHook;
 }
 
-const hasLimits = (options: Options) => options.limiter !== undefined || Object.keys(options).some((name) => limiterOptionNames.has(name));
-
-/**
- * A route's options over the plugin's. Without limits of its own the route shares the
- * plugin's limiter (one budget); with them it gets a limiter of its own, in its own key
- * namespace so that it never shares counts with another route on a shared store.
- */
-function mergeOptions(plugin: Options, given: Options, shared: Limiter | undefined, route: string): Options {
-  const own: Options = givenOptions(given); // an option set to undefined is not given: the plugin's value stays
-  const merged: Options = {};
-  for (const [name, value] of Object.entries(plugin)) if (name !== 'limiter' && !limiterOptionNames.has(name)) merged[name] = value;
-  if (!hasLimits(own)) {
-    if (shared !== undefined) return { ...merged, limiter: shared, ...own };
-    throw new FloodgateError(
-      ErrorCodes.RULES,
-      `${route}: config.rateLimit sets no limit and neither does the plugin: give one of them limit and windowMs, rules or a limiter.`,
-    );
-  }
-  if (own.limiter === undefined) Object.assign(merged, overlayLimiterOptions(plugin, own, route));
-  return { ...merged, ...own };
-}
-
 function install(fastify: FastifyInstance, options: FastifyRateLimitOptions): void {
-  const { global = true, hook: stage = 'onRequest', ...pluginOptions } = options as FastifyRateLimitOptions & Options;
+  const { global = true, hook: stage = 'onRequest', ...pluginOptions } = options as FastifyRateLimitOptions & Record<string, unknown>;
   if (typeof global !== 'boolean') throw new FloodgateError(ErrorCodes.OPTION, `global must be true or false, got ${JSON.stringify(global)}.`);
   checkHook(stage, '');
   // Built now, so that bad options fail at register time; its limiter is the one routes without limits of their own share.
-  const base = global || hasLimits(pluginOptions) ? createHook(pluginOptions) : undefined;
+  const plugin = inheritOptions(undefined, pluginOptions);
+  const base = global || plugin.limited ? createHook(plugin.flowOptions) : undefined;
+  const pluginLevel: OptionLevel = { ...plugin, limiter: base?.limiter };
   /** Route hooks by the route's own options object and URL: a GET route and its automatic HEAD route share one. */
   const routeHooks = new WeakMap<object, Map<string, RouteHook>>();
 
@@ -207,10 +172,16 @@ function install(fastify: FastifyInstance, options: FastifyRateLimitOptions): vo
     let built = byUrl.get(route.url);
     if (built === undefined) {
       const { hook: ownStage = stage, ...routeOptions } = own as FastifyRouteRateLimitOptions;
-      built = {
-        stage: checkHook(ownStage, `${name}: config.rateLimit.`),
-        hook: createHook(mergeOptions(pluginOptions, routeOptions, base?.limiter, name)).hook,
-      };
+      // Without limits of its own the route shares the plugin's limiter (one budget); with them it gets
+      // a limiter of its own, in a key namespace of its own, so that it never shares counts with another route.
+      const level = inheritOptions(pluginLevel, routeOptions, name);
+      if (!level.limited) {
+        throw new FloodgateError(
+          ErrorCodes.RULES,
+          `${name}: config.rateLimit sets no limit and neither does the plugin: give one of them limit and windowMs, rules or a limiter.`,
+        );
+      }
+      built = { stage: checkHook(ownStage, `${name}: config.rateLimit.`), hook: createHook(level.flowOptions).hook };
       byUrl.set(route.url, built);
     }
     // After the route's own hooks of that stage (authentication, say), so that a key can read what they set.

@@ -1,5 +1,5 @@
 import type { Decision } from '@floodgate/core';
-import { type NodeResponse, type Outcome, settleWhenDone } from '@floodgate/core/adapter';
+import { handlerSignals, type NodeResponse, type Outcome, settleWhenDone } from '@floodgate/core/adapter';
 import {
   type ArgumentsHost,
   type CallHandler,
@@ -68,32 +68,22 @@ export class RateLimitedFilter implements ExceptionFilter<RateLimitedException> 
   }
 }
 
-/** Requests whose lease or refund waits for their handler: how to tell that it is done, with its status (`undefined`: failed). */
-const handlers = new WeakMap<object, (status: number | undefined) => void>();
+/** Requests whose lease or refund waits for their handler: when it is done, with its status. */
+const handlers = handlerSignals();
 
 /** Express's response is Node's; Fastify's reply holds it as `raw`. */
 // biome-ignore lint/suspicious/noExplicitAny: the platform's response object.
 const nodeResponse = (response: any): NodeResponse => response.raw ?? response;
 
 function settleLater(flow: Flow, outcome: Outcome, request: NestRequest, response: NodeResponse): void {
-  const handled = new Promise<number>((resolve, reject) => {
-    const earlier = handlers.get(request); // a stacked limiter of the same route
-    const done = (status: number | undefined) => {
-      if (handlers.get(request) !== done) return;
-      handlers.delete(request);
-      earlier?.(status);
-      if (status === undefined) reject(new Error('the handler failed'));
-      else resolve(status);
-    };
-    handlers.set(request, done);
-    // The handler never runs when a later guard or pipe throws, and may answer by itself (@Res()):
-    // ending the response ends its work then. The interceptor tells otherwise.
-    const end = response.end;
-    response.end = function endAndSettle(this: unknown, ...args: unknown[]) {
-      done(response.statusCode);
-      return end.apply(this, args);
-    };
-  });
+  const handled = handlers.wait(request);
+  // The handler never runs when a later guard or pipe throws, and may answer by itself (@Res()):
+  // ending the response ends its work then. The interceptor tells otherwise.
+  const end = response.end;
+  response.end = function endAndSettle(this: unknown, ...args: unknown[]) {
+    handlers.done(request, response.statusCode);
+    return end.apply(this, args);
+  };
   settleWhenDone(flow, outcome, response, handled);
 }
 
@@ -199,13 +189,13 @@ function cached<K extends object, V>(cache: WeakMap<K, V>, key: K, make: () => V
 @Injectable()
 export class RateLimitInterceptor implements NestInterceptor {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    const done = handlers.get(context.switchToHttp().getRequest());
-    if (done === undefined) return next.handle();
+    const request = context.switchToHttp().getRequest();
+    if (!handlers.waiting(request)) return next.handle();
     const response = nodeResponse(context.switchToHttp().getResponse());
     let completed = false;
     return next.handle().pipe(
       tap({ complete: () => (completed = true) }),
-      finalize(() => done(completed ? response.statusCode : undefined)),
+      finalize(() => handlers.done(request, completed ? response.statusCode : undefined)),
     );
   }
 }

@@ -4,11 +4,10 @@ import {
   createRateLimitFlow,
   expressProxyTrust,
   fastifyProxyTrust,
-  givenOptions,
+  inheritOptions,
   joinHeader,
   type KeyBy,
-  limiterOptionNames,
-  overlayLimiterOptions,
+  type OptionLevel,
   type RateLimitFlow,
   type RateLimitOptions,
   type RequestReader,
@@ -63,15 +62,8 @@ export const keyBy: KeyBy<NestArgs> = createKeyBy(reader);
 /** Something that looks like a limiter: lets options that name none be checked by the flow. */
 const noLimiter = { consume: () => {} } as unknown as Limiter;
 
-/**
- * The options of one level (module, controller, handler) merged over those of
- * the level above, and its flow: none when no level names a limit.
- */
-export interface Level {
-  /** Everything but the limiter: what the next level starts from. */
-  readonly options: Readonly<Record<string, unknown>>;
-  /** The limiter options this level's limiter was made of (none when a `limiter` was given). */
-  readonly limiterOptions: Readonly<Record<string, unknown>> | undefined;
+/** The options of one level (module, controller, handler) over those of the level above, and its flow: none when no level names a limit. */
+export interface Level extends OptionLevel {
   readonly flow: Flow | undefined;
 }
 
@@ -89,40 +81,15 @@ function createFlow(options: NestRateLimitOptions): Flow {
   });
 }
 
-/**
- * Merges a level's own options over `parent`'s (the module's when there is
- * none). Adapter options (key, cost, message, headers, ...) are overridden one
- * by one. A level that names no limiter option keeps the limiter above (same
- * counts); one that gives `limiter` replaces the limiter options above; one
- * that gives limiter options gets its own limiter, made of them over the
- * limiter options above (`rules` replaces the shorthand `limit`/`windowMs`/...,
- * and the other way round).
- */
+/** A level's own options over `parent`'s (the module's when there is none): see inheritOptions in @floodgate/core/adapter. */
 export function inherit(parent: Level | undefined, own: NestRateLimitOptions, namespace?: string): Level {
   if (typeof own !== 'object' || own === null || Array.isArray(own)) createFlow(own); // throws, saying what it takes
-  const options: Record<string, unknown> = { ...parent?.options };
-  const ownLimiter: Record<string, unknown> = {};
-  // An option set to undefined is not given: what the level above says stays (a limit, headers, ...).
-  for (const [name, value] of Object.entries(givenOptions(own))) {
-    if (limiterOptionNames.has(name)) ownLimiter[name] = value;
-    else if (name !== 'limiter') options[name] = value;
-  }
-  let limiterOptionsUsed = parent?.limiterOptions;
-  // What this level's flow is given: limiter options (a new limiter), or a limiter.
-  let limiter: Record<string, unknown> | undefined = limiterOptionsUsed;
-  if (Object.keys(ownLimiter).length > 0) {
-    // A limiter of its own counts in a namespace of its own: on a shared store it must not count the module's requests.
-    limiterOptionsUsed = overlayLimiterOptions(parent?.limiterOptions, ownLimiter, own.limiter === undefined ? namespace : undefined);
-    limiter = own.limiter === undefined ? limiterOptionsUsed : { ...limiterOptionsUsed, limiter: own.limiter }; // both: the flow says which to drop
-  } else if (own.limiter !== undefined) {
-    limiterOptionsUsed = undefined;
-    limiter = { limiter: own.limiter };
-  } else if (parent?.flow !== undefined) limiter = { limiter: parent.flow.limiter };
+  const { flowOptions, limited, ...level } = inheritOptions(parent, own as Record<string, unknown>, namespace);
   // The module's options limit every route when they name a limit; otherwise they are defaults for @RateLimit().
-  if (parent === undefined && !['limit', 'rules', 'limiter'].some((name) => limiter?.[name] !== undefined)) {
-    createFlow({ ...options, limiter: noLimiter }); // checks them now all the same
-    return { options, limiterOptions: limiterOptionsUsed, flow: undefined };
+  if (parent === undefined && !limited) {
+    createFlow({ ...level.options, limiter: noLimiter }); // checks them now all the same
+    return { ...level, flow: undefined };
   }
-  const flow = createFlow({ ...options, ...limiter });
-  return { options, limiterOptions: limiterOptionsUsed, flow };
+  const flow = createFlow(flowOptions);
+  return { ...level, limiter: flow.limiter, flow };
 }

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { FloodgateError } from '../errors.js';
 import { MemoryStore } from '../stores/memory-store.js';
 import { RedisStore } from '../stores/redis-store.js';
-import { createRateLimitFlow } from './middleware.js';
+import { createRateLimitFlow, handlerSignals } from './middleware.js';
 
 const build = (options: unknown) =>
   createRateLimitFlow(options as never, {
@@ -170,5 +170,24 @@ describe('runNow(): the request flow without promises where nothing needs one', 
     refunding.settle(refundable, 500);
     await new Promise((resolve) => setTimeout(resolve, 10));
     expect((await refunding.limiter.peek('k')).remaining).toBe(5); // the failed request's unit is back
+  });
+});
+
+describe('handlerSignals(): when a handler is done, as a framework hook tells', () => {
+  it('tells every stacked limit of a request once, with the status, and rejects them when the handler failed', async () => {
+    const handlers = handlerSignals();
+    const request = {};
+    const other = {};
+    expect(handlers.waiting(request)).toBe(false);
+    const outer = handlers.wait(request);
+    const inner = handlers.wait(request);
+    const failed = handlers.wait(other);
+    expect(handlers.waiting(request)).toBe(true);
+    handlers.done(request, 201);
+    handlers.done(request, 500); // too late: told once
+    expect(await Promise.all([outer, inner])).toEqual([201, 201]);
+    expect(handlers.waiting(request)).toBe(false);
+    handlers.done(other, undefined);
+    await expect(failed).rejects.toThrow('the handler failed');
   });
 });

@@ -567,6 +567,42 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
   };
 }
 
+/** When the handlers of requests are done, as a framework's hook tells (see `handlerSignals`). */
+export interface HandlerSignals {
+  /** The status the request's handler answers with, once it is done; rejects when it failed. */
+  wait(request: object): Promise<number>;
+  /** Tells every limit of the request that waits (stacked ones too), once: the status, or `undefined` when the handler failed. */
+  done(request: object, status: number | undefined): void;
+  /** Whether a limit of the request waits. */
+  waiting(request: object): boolean;
+}
+
+/**
+ * For adapters whose framework tells by a hook when a request's handler is
+ * done (Fastify's `onSend`, a NestJS interceptor), rather than by the Node
+ * response alone: the promise `settleWhenDone` takes as `handler`.
+ */
+export function handlerSignals(): HandlerSignals {
+  const waiting = new WeakMap<object, (status: number | undefined) => void>();
+  return {
+    wait: (request) =>
+      new Promise<number>((resolve, reject) => {
+        const earlier = waiting.get(request); // a stacked limit of the same request
+        waiting.set(request, (status) => {
+          earlier?.(status);
+          if (status === undefined) reject(new Error('the handler failed'));
+          else resolve(status);
+        });
+      }),
+    done(request, status) {
+      const tell = waiting.get(request);
+      waiting.delete(request);
+      tell?.(status);
+    },
+    waiting: (request) => waiting.has(request),
+  };
+}
+
 /** The part of Node's ServerResponse that `settleWhenDone` needs (no import: core stays runtime-neutral). */
 export interface NodeResponse {
   statusCode: number;
