@@ -107,25 +107,25 @@ FAST.fw = {
     redis.call('SET', key, text_cost, 'PXAT', fmt(ends))
     return { 1, 0, ends - now }
   end,
-  -- One rule of several (see fast): whether it admits, the count, ms to the window's end, and
-  -- the end of a window the call opens.
-  read = function(key, rule, cost, at)
+  -- One rule of several (see fast): the count and ms to the window's end, and the end of a
+  -- window the call opens.
+  read = function(key, rule, cost, at, reply)
     local ttl = redis.call('PTTL', key)
+    local count, ends = 0, nil
     if ttl <= 0 then
       local now = time_of(at)
-      local ends = now - now % rule.window + rule.window
-      return true, 0, ends - now, ends
+      ends = now - now % rule.window + rule.window
+      ttl = ends - now
+    else
+      local raw = redis.pcall('GET', key)
+      count = integer(raw)
+      if not count or fmt(count) ~= raw then return nil end -- the text INCRBY takes (see lua/fixed-window.lua)
     end
-    local raw = redis.pcall('GET', key)
-    local count = integer(raw)
-    if not count or fmt(count) ~= raw then return nil end -- the text INCRBY takes (see lua/fixed-window.lua)
-    return count + cost <= rule.limit, count, ttl
+    local n = #reply
+    reply[n + 1], reply[n + 2] = count, ttl
+    return count + cost <= rule.limit, ends
   end,
-  view = function(reply, count, ttl)
-    reply[#reply + 1] = count
-    reply[#reply + 1] = ttl
-  end,
-  write = function(key, rule, text_cost, cost, count, ttl, ends)
+  write = function(key, rule, text_cost, cost, ends)
     if ends then
       redis.call('SET', key, text_cost, 'PXAT', fmt(ends))
     else
@@ -142,7 +142,7 @@ FAST.m = {
     if not c then return nil end
     return { unit = b, per_ms = c, room = a * b, tag = fmt(b) .. ':' .. fmt(c), capacity = a }
   end,
-  read = function(key, rule, cost)
+  read = function(key, rule, cost, at, reply)
     local raw = redis.pcall('GET', key)
     local level, ahead = 0, 0
     if type(raw) == 'string' then
@@ -156,10 +156,10 @@ FAST.m = {
       end
     end
     local after = level + cost * rule.unit
-    return after <= rule.room, level, ahead, after
+    reply[#reply + 1] = level
+    return after <= rule.room, ahead, after
   end,
-  view = function(reply, level) reply[#reply + 1] = level end,
-  write = function(key, rule, text_cost, cost, level, ahead, after)
+  write = function(key, rule, text_cost, cost, ahead, after)
     redis.call('SET', key, string.format('%d:%s', after, rule.tag), 'PX', fmt(ahead + math.ceil(after / rule.per_ms)))
   end,
 }
@@ -174,7 +174,7 @@ FAST.sw = {
     local pattern, format = '^' .. tag .. string.rep(':(%d+)', c + 1) .. '$', tag .. string.rep(':%d', c + 1)
     return { limit = a, window = b, segments = c, seg_ms = b / c, pattern = pattern, format = format, capacity = a }
   end,
-  read = function(key, rule, cost, at)
+  read = function(key, rule, cost, at, reply)
     local S, G = rule.segments, rule.seg_ms
     local raw = redis.pcall('GET', key)
     local counts, phase, ends_in, ttl, now
@@ -194,15 +194,15 @@ FAST.sw = {
       counts, ends_in = {}, G - phase
       for i = 0, S do counts[i] = 0 end
     end
-    local newer = cost
-    for i = 1, S do newer = newer + counts[i] end
-    return counts[0] * (G - phase) + newer * G <= rule.limit * G, phase, counts, ends_in, ttl, now
+    local n, newer = #reply, cost
+    reply[n + 1] = phase
+    for i = 0, S do
+      reply[n + 2 + i] = counts[i]
+      if i > 0 then newer = newer + counts[i] end
+    end
+    return counts[0] * (G - phase) + newer * G <= rule.limit * G, counts, ends_in, ttl, now
   end,
-  view = function(reply, phase, counts)
-    reply[#reply + 1] = phase
-    for i = 0, #counts do reply[#reply + 1] = counts[i] end
-  end,
-  write = function(key, rule, text_cost, cost, phase, counts, ends_in, ttl, now)
+  write = function(key, rule, text_cost, cost, counts, ends_in, ttl, now)
     local S = rule.segments
     counts[S] = counts[S] + cost
     local text = string.format(rule.format, unpack(counts, 0, S))
@@ -230,15 +230,15 @@ local function fast_rule(spec)
   if not (algorithm and a and b) or a == 0 or b == 0 or c == 0 then return nil end
   rule = algorithm.rule(a, b, c)
   if not rule then return nil end
-  rule.consume, rule.read, rule.view, rule.write = algorithm.consume, algorithm.read, algorithm.view, algorithm.write
+  rule.consume, rule.read, rule.write = algorithm.consume, algorithm.read, algorithm.write
   if fast_rules >= 1000 then FAST_RULES, fast_rules = {}, 0 end
   FAST_RULES[spec], fast_rules = rule, fast_rules + 1
   return rule
 end
 
 -- keys: one per rule; args: the rules' specs, then the cost unless it is 1.
--- A rule's read answers whether it admits the call (nil: it cannot decide),
--- then the numbers its view and its write take.
+-- A rule's read adds its numbers to the reply and answers whether it admits
+-- the call (nil: it cannot decide), then the numbers its write takes.
 local function fast(keys, args)
   local n = #keys
   -- A cost of 1, the most common, comes as no argument: one fewer to send,
@@ -251,11 +251,13 @@ local function fast(keys, args)
     local rule, key = fast_rule(args[1]), keys[1]
     if not rule or cost > rule.capacity then return nil end
     if rule.consume then return rule.consume(key, rule, cost, text_cost) end
-    local ok, a, b, c, d, e = rule.read(key, rule, cost)
+    local reply = { 0 }
+    local ok, a, b, c, d = rule.read(key, rule, cost, nil, reply)
     if ok == nil then return nil end
-    local reply = { ok and 1 or 0 }
-    rule.view(reply, a, b, c, d, e)
-    if ok then rule.write(key, rule, text_cost, cost, a, b, c, d, e) end
+    if ok then
+      reply[1] = 1
+      rule.write(key, rule, text_cost, cost, a, b, c, d)
+    end
     return reply
   end
   -- Several: all read, then all written if all admit.
@@ -266,14 +268,13 @@ local function fast(keys, args)
     rules[i] = rule
   end
   for i = 1, n do
-    local state = { rules[i].read(keys[i], rules[i], cost, at) }
+    local state = { rules[i].read(keys[i], rules[i], cost, at, reply) }
     if state[1] == nil then return nil end
     if not state[1] then reply[1] = 0 end
-    rules[i].view(reply, unpack(state, 2, 6))
     states[i] = state
   end
   if reply[1] == 1 then
-    for i = 1, n do rules[i].write(keys[i], rules[i], text_cost, cost, unpack(states[i], 2, 6)) end
+    for i = 1, n do rules[i].write(keys[i], rules[i], text_cost, cost, unpack(states[i], 2, 5)) end
   end
   return reply
 end
