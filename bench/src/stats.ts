@@ -22,6 +22,17 @@ export function pairedRatio(a: readonly number[], b: readonly number[]): number 
   return median(ratios);
 }
 
+/** The lowest and highest of the per-round ratios `a[r] / b[r]` (the spread `pairedRatio` takes the median of). */
+export function ratioRange(a: readonly number[], b: readonly number[]): [number, number] {
+  const ratios: number[] = [];
+  for (let r = 0; r < Math.min(a.length, b.length); r++) {
+    const x = a[r] as number;
+    const y = b[r] as number;
+    if (Number.isFinite(x) && Number.isFinite(y) && y > 0) ratios.push(x / y);
+  }
+  return ratios.length === 0 ? [Number.NaN, Number.NaN] : [Math.min(...ratios), Math.max(...ratios)];
+}
+
 /** `[a, b, c]` rotated by `by`: round r runs the contenders starting at a different one, so none always goes first. */
 export function rotate<T>(items: readonly T[], by: number): T[] {
   const n = items.length;

@@ -16,7 +16,7 @@ import type { MemoryContenderId } from './memory-contenders.js';
 import type { Profile } from './profile.js';
 import type { RedisContenderId } from './redis-contenders.js';
 import type { BenchResults } from './results.js';
-import { formatNumber, formatRatio, median, pairedRatio } from './stats.js';
+import { formatNumber, formatRatio, median, pairedRatio, ratioRange } from './stats.js';
 
 export interface Target {
   /** The issue that set it: '18', '18.7', '20.2', '14', '15', '16', '17', or '7' (kept from the first round). */
@@ -86,7 +86,19 @@ function redisBound(results: BenchResults, id: RedisContenderId, mode: 'sequenti
       ? " With 64 calls in flight Redis's one thread and the client's share the machine's two cores, so both the function's time and the client's CPU per call set the rate." +
         ` Socket writes per call: ${formatNumber(redis.writesPerCall?.[id] ?? Number.NaN, 2)} for Floodgate, ${formatNumber(redis.writesPerCall?.['rate-limit-redis'] ?? Number.NaN, 2)} for rate-limit-redis, ${formatNumber(redis.writesPerCall?.floor ?? Number.NaN, 2)} for the floor.` +
         topFrames(results.profiles, 'Floodgate RedisStore')
-      : ' Awaited in turn, a call costs a round trip on loopback plus the client and server time; the differences above are what is left between the libraries.')
+      : ' Awaited in turn, a call costs a round trip on loopback plus the client and server time; the differences above are what is left between the libraries.' +
+        sequentialSpread(redis, id))
+  );
+}
+
+/** How far apart the rounds of a sequential row were: its ratios to rate-limit-redis, and each library's to the floor. */
+function sequentialSpread(redis: NonNullable<BenchResults['redis']>, id: RedisContenderId): string {
+  const t = redis.throughput.sequential;
+  const [low, high] = ratioRange(t[id] ?? [], t['rate-limit-redis'] ?? []);
+  const toFloor = (who: RedisContenderId) => formatRatio(pairedRatio(t[who] ?? [], t.floor ?? []));
+  return (
+    ` Per round, Floodgate ran at ${formatNumber(low, 2)}–${formatNumber(high, 2)}× rate-limit-redis;` +
+    ` against the floor, Floodgate ${toFloor(id)} and rate-limit-redis ${toFloor('rate-limit-redis')} (median of rounds).`
   );
 }
 
@@ -325,7 +337,12 @@ export function evaluateTargets(results: BenchResults): Target[] {
           ...(ratio >= 1
             ? {}
             : {
-                bound: `Two cores shared by the load generator, the server${store === 'redis' ? ' and redis-server' : ''}: the peer ran with ${cpu(peer)}; Floodgate with ${cpu(row)}.`,
+                bound: `Two cores shared by the load generator, the server${store === 'redis' ? ' and redis-server' : ''}: the peer ran with ${cpu(peer)}; Floodgate with ${cpu(row)}. Per round, Floodgate ran at ${ratioRange(
+                  row.requestsPerSecond,
+                  peer.requestsPerSecond,
+                )
+                  .map((x) => formatNumber(x, 2))
+                  .join('–')}× the peer.`,
               }),
         });
       }
