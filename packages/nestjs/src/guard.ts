@@ -13,7 +13,7 @@ import {
   type NestInterceptor,
   type OnModuleInit,
 } from '@nestjs/common';
-import { HttpAdapterHost, ModulesContainer, Reflector } from '@nestjs/core';
+import { HttpAdapterHost, MetadataScanner, ModulesContainer, Reflector } from '@nestjs/core';
 import { finalize, type Observable, tap } from 'rxjs';
 import { type Flow, inherit, type Level, type NestRateLimitOptions, type NestRequest } from './options.js';
 
@@ -106,19 +106,13 @@ export class RateLimitGuard implements CanActivate, OnModuleInit {
 
   /** Builds every route's flow, so that bad `@RateLimit()` options fail at startup. */
   onModuleInit(): void {
+    const scanner = new MetadataScanner();
     for (const module of this.modules.values()) {
       for (const { metatype } of module.controllers.values()) {
-        // The controller's methods and those it inherits: any of them may be a route.
-        for (
-          let prototype = (metatype as { prototype?: object } | null)?.prototype;
-          prototype && prototype !== Object.prototype;
-          prototype = Object.getPrototypeOf(prototype)
-        ) {
-          for (const name of Object.getOwnPropertyNames(prototype)) {
-            const method = Object.getOwnPropertyDescriptor(prototype, name)?.value;
-            if (name !== 'constructor' && typeof method === 'function') this.levelOf(metatype as object, method);
-          }
-        }
+        // The controller's methods and those it inherits, as Nest's router finds them: any of them may be a route.
+        const prototype = (metatype as { prototype?: Record<string, object> } | null)?.prototype;
+        for (const name of scanner.getAllMethodNames(prototype ?? null))
+          this.levelOf(metatype as object, (prototype as Record<string, object>)[name] as object);
       }
     }
   }
