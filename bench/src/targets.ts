@@ -307,8 +307,11 @@ export function evaluateTargets(results: BenchResults): Target[] {
             : {
                 bound:
                   `REST requests per call: ${formatNumber(edge.requestsPerCall[own] ?? Number.NaN, 2)} for Floodgate, ${formatNumber(edge.requestsPerCall[peer] ?? Number.NaN, 2)} for @upstash/ratelimit;` +
-                  ` Redis's time per call in the script or function: ${formatNumber(median(edge.redisMicrosPerCall[own] ?? []), 1)} µs and ${formatNumber(median(edge.redisMicrosPerCall[peer] ?? []), 1)} µs.` +
-                  " A request's time (HTTP, JSON and base64 on both ends, the bridge's own Node process, all on two cores) is most of a call's.",
+                  ` Redis's time per call in the script or function (${edge.inFlight} in flight): ${formatNumber(median(edge.redisMicrosPerCall[own] ?? []), 1)} µs and ${formatNumber(median(edge.redisMicrosPerCall[peer] ?? []), 1)} µs.` +
+                  " A request's time (HTTP, JSON and base64 on both ends, the bridge's own Node process, all on two cores) is most of a call's." +
+                  ` Per round, Floodgate ran at ${ratioRange(edge.throughput[mode][own] ?? [], edge.throughput[mode][peer] ?? [])
+                    .map((x) => formatNumber(x, 2))
+                    .join('–')}× @upstash/ratelimit.`,
               }),
         });
       }
