@@ -29,11 +29,26 @@ local function ms_now()
   local time = redis.call('TIME')
   return time[1] * 1000 + math.floor(time[2] / 1000)
 end
+-- The keys as they are (value and expiry), and the ms they were read in.
+local function save(keys)
+  local saved = { started = ms_now() }
+  for i, key in ipairs(keys) do saved[i] = { redis.call('DUMP', key), redis.call('PEXPIRETIME', key) } end
+  return saved
+end
+-- Whether Redis's clock moved since save(): then the keys are put back as they were, to the ms of
+-- their expiries, for the step to run again.
+local function moved(keys, saved)
+  if ms_now() == saved.started then return false end
+  for i, key in ipairs(keys) do
+    redis.call('DEL', key)
+    if saved[i][1] then redis.call('RESTORE', key, '0', saved[i][1]) end
+    if saved[i][2] > 0 then redis.call('PEXPIREAT', key, saved[i][2]) end
+  end
+  return true
+end
 redis.register_function('fg_test_both', function(keys, args)
   local a, b = keys[1], keys[2]
-  local started = ms_now()
-  local saved = {}
-  for i, key in ipairs(keys) do saved[i] = { redis.call('DUMP', key), redis.call('PEXPIRETIME', key) } end
+  local saved = save(keys)
   local out = {}
   if args[1] == 'consume' then
     local spec, cost = args[2], args[3]
@@ -63,15 +78,7 @@ redis.register_function('fg_test_both', function(keys, args)
   end
   out[#out + 1] = state(a)
   out[#out + 1] = state(b)
-  if ms_now() ~= started then
-    -- Put both keys back as they were, to the ms of their expiries, for the step to run again.
-    for i, key in ipairs(keys) do
-      redis.call('DEL', key)
-      if saved[i][1] then redis.call('RESTORE', key, '0', saved[i][1]) end
-      if saved[i][2] > 0 then redis.call('PEXPIREAT', key, saved[i][2]) end
-    end
-    return 'moved'
-  end
+  if moved(keys, saved) then return 'moved' end
   return out
 end)
 `;
@@ -84,9 +91,7 @@ end)
 const TEST_RULES_FUNCTION = `
 redis.register_function('fg_test_rules', function(keys, args)
   local n = tonumber(args[2])
-  local started = ms_now()
-  local saved = {}
-  for i, key in ipairs(keys) do saved[i] = { redis.call('DUMP', key), redis.call('PEXPIRETIME', key) } end
+  local saved = save(keys)
   local as, bs = { unpack(keys, 1, n) }, { unpack(keys, n + 1, 2 * n) }
   local out, problem = {}, nil
   if args[1] == 'consume' then
@@ -124,14 +129,7 @@ redis.register_function('fg_test_rules', function(keys, args)
     out[#out + 1] = state(as[i])
     out[#out + 1] = state(bs[i])
   end
-  if ms_now() ~= started then
-    for i, key in ipairs(keys) do
-      redis.call('DEL', key)
-      if saved[i][1] then redis.call('RESTORE', key, '0', saved[i][1]) end
-      if saved[i][2] > 0 then redis.call('PEXPIREAT', key, saved[i][2]) end
-    end
-    return 'moved'
-  end
+  if moved(keys, saved) then return 'moved' end
   return problem or out
 end)
 `;
