@@ -59,6 +59,8 @@ interface Prepared {
    * and the library leaves out each rule's block numbers, all 0 (see consumeFast).
    */
   readonly fast: boolean;
+  /** How many numbers the library answers a consume with: every rule's view, block numbers included, after the admitted flag. */
+  readonly replySize: number;
 }
 
 /** One call of the library: some rules of a call (all of them, unless a Cluster splits them by slot) and their keys. */
@@ -314,18 +316,12 @@ export class RedisStore implements Store {
   private consumeFast(batch: Batch, cost: number, prepared: Prepared): Promise<number[]> {
     return this.invoke(batch.keys, cost === 1 ? batch.specs : [...batch.specs, String(cost)], 'fast').then((reply) => {
       if (reply === null) return this.decide(batch, 'consume', cost, 0, '', prepared);
-      const views = prepared.views;
-      const size = 1 + views.reduce((sum, view) => sum + view.size, 0);
-      const numbers = readReply(reply, Array.isArray(reply) && reply.length === size ? size : size - 3 * views.length);
-      if (numbers.length === size) return numbers;
-      // Each rule's view, then its block's numbers.
-      const full = [numbers[0] as number];
-      let at = 1;
-      for (const view of views) {
-        for (const end = at + view.size - 3; at < end; at++) full.push(numbers[at] as number);
-        full.push(0, 0, 0);
-      }
-      return full;
+      const { views, replySize } = prepared;
+      const numbers = readReply(reply, Array.isArray(reply) && reply.length === replySize ? replySize : replySize - 3 * views.length);
+      if (numbers.length === replySize) return numbers;
+      // Each rule's block numbers, all 0, after its view: from the last rule back, so that the places before stay.
+      for (let i = views.length - 1, at = numbers.length; i >= 0; at -= (views[i] as RuleView).size - 3, i--) numbers.splice(at, 0, 0, 0, 0);
+      return numbers;
     });
   }
 
@@ -374,7 +370,8 @@ export class RedisStore implements Store {
     if (prepared === undefined) {
       const views = ruleSet.rules.map(viewOf);
       const fast = this.serverClock && views.every((view) => view.fast);
-      prepared = { suffixes: ruleSet.rules.map((rule) => `}:${rule.name}`), views, fast };
+      const replySize = 1 + views.reduce((sum, view) => sum + view.size, 0);
+      prepared = { suffixes: ruleSet.rules.map((rule) => `}:${rule.name}`), views, fast, replySize };
       this.prepared.set(ruleSet, prepared);
     }
     return prepared;

@@ -380,18 +380,15 @@ function upstash(client: UpstashLike): Connection {
         send,
         (queued) => {
           try {
-            // At most UPSTASH_BATCH calls a command: Redis runs a command to its end, and every call of
-            // it waits for the last. The client still sends the burst's commands in one request.
-            for (let from = 0; from < queued.length; from += UPSTASH_BATCH) {
-              const { together, apart, keys, args } = split(queued.slice(from, from + UPSTASH_BATCH), batch.together);
-              if (together.length > 0) batch.settle(together, send(LIBRARY.many, false, keys, args));
-              for (const q of apart) send(q.name, q.readOnly, q.keys, q.args).then(q.resolve, q.reject);
-            }
+            const { together, apart, keys, args } = split(queued, batch.together);
+            if (together.length > 0) batch.settle(together, send(LIBRARY.many, false, keys, args));
+            for (const q of apart) send(q.name, q.readOnly, q.keys, q.args).then(q.resolve, q.reject);
           } catch (error) {
             failed(queued)(error);
           }
         },
-        { firstAtOnce: false, batch: 0, later: queueMicrotask },
+        // A full batch goes at once, the rest at the end of the burst: all in the client's one request.
+        { firstAtOnce: false, batch: UPSTASH_BATCH, later: queueMicrotask },
       )
     : send;
   return {
