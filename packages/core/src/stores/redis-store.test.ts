@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { type RedisServer, startRedis, useRedisServer } from '@floodgate/test-support';
 import { Redis as IoRedis, type Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { assembleLibrary, renderModule } from '../../scripts/build-lua.mjs';
 import type { Decision } from '../decision.js';
 import { createLimiter, type Limiter } from '../limiter.js';
@@ -387,6 +387,92 @@ describe('the Redis library', () => {
     } finally {
       client.disconnect();
       await server.stop();
+    }
+  });
+
+  it('decides a call over several scopes, split by slot, where Redis refuses keys of several slots in one command (cluster mode through a plain client): never an error that onStoreError admits', async () => {
+    const server = await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf']);
+    const client = server.client();
+    try {
+      await client.call('CLUSTER', 'ADDSLOTSRANGE', '0', '16383'); // one node that serves every slot
+      while (!String(await client.call('CLUSTER', 'INFO')).includes('cluster_state:ok')) await new Promise((resolve) => setTimeout(resolve, 20));
+      const rules: RuleOptions[] = [
+        { name: 'all', scope: 'global', algorithm: 'fixed-window', limit: 1000, windowMs: 60_000 },
+        { name: 'per-ip', scope: 'ip', algorithm: 'sliding-log', limit: 100, windowMs: 60_000 },
+        { name: 'per-user', scope: 'user', algorithm: 'gcra', limit: 3, windowMs: 60_000 },
+      ];
+      for (const clock of ['server', 'client'] as const) {
+        const prefix = fresh(`crossslot-${clock}`);
+        const store = new RedisStore({ client, clock });
+        const { limiter, errors } = strictLimiter({ rules, store, prefix, now: frozen, onStoreError: 'allow' });
+        const sequential: boolean[] = [];
+        for (let i = 0; i < 6; i++) sequential.push((await limiter.consume({ ip: `203.0.113.${i}`, user: 'u1' })).allowed);
+        expect(sequential).toEqual([true, true, true, false, false, false]);
+        const concurrent = await Promise.all(Array.from({ length: 40 }, (_, i) => limiter.consume({ ip: `198.51.100.${i % 7}`, user: 'u2' })));
+        expect(concurrent.filter((d) => d.allowed)).toHaveLength(3);
+        expect(concurrent.every((d) => d.storeError === undefined)).toBe(true);
+        // The denied calls consumed nothing in the other slots: 6 admitted of 46.
+        expect((await limiter.peek({ ip: '0.0.0.0', user: 'u3' })).rules.find((r) => r.name === 'all')?.remaining).toBe(1000 - 6);
+        expect((await limiter.peek({ ip: '203.0.113.0', user: 'u1' })).rules.map((r) => r.remaining)).toEqual([994, 99, 0]);
+        await limiter.refund({ ip: '203.0.113.0', user: 'u1' });
+        expect((await limiter.peek({ ip: '203.0.113.0', user: 'u1' })).rules.map((r) => r.remaining)).toEqual([995, 100, 1]);
+        await limiter.reset({ ip: '203.0.113.0', user: 'u1' });
+        expect((await limiter.peek({ ip: '203.0.113.0', user: 'u1' })).rules.map((r) => r.remaining)).toEqual([1000, 100, 3]);
+        expect(errors).toEqual([]);
+      }
+    } finally {
+      client.disconnect();
+      await server.stop();
+    }
+  });
+
+  it('stays on Functions after a transient error that says "not allowed" (OOM): only a missing or forbidden FCALL moves it to scripts', async () => {
+    const server = await startRedis();
+    const client = server.client();
+    try {
+      const store = new RedisStore({ client });
+      const { limiter, errors } = strictLimiter({ algorithm: 'gcra', limit: 100, windowMs: 60_000, store, prefix: fresh('oom-mode') });
+      expect((await limiter.consume('warm')).allowed).toBe(true); // loads the library
+      await client.config('SET', 'maxmemory', '1');
+      try {
+        const denied = await limiter.consume('k');
+        expect(denied.storeError?.message).toMatch(/^OOM command not allowed/);
+      } finally {
+        await client.config('SET', 'maxmemory', '0');
+      }
+      expect(store.runsAs).toBe('functions');
+      expect((await commandsSent(client, () => limiter.consume('k'))).map(([name]) => name)).toEqual(['fcall']);
+      expect(errors.map((e) => e.message.slice(0, 3))).toEqual(['OOM']);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('goes back to Functions once they are allowed again: the move to scripts is checked again a minute later', async () => {
+    const user = `relieved${prefixes++}`;
+    await redis.call('ACL', 'SETUSER', user, 'on', '>secret', '~*', '&*', '+@all', '-fcall', '-fcall_ro', '-function');
+    const limited = redisServer.server.client({ username: user, password: 'secret' });
+    const store = new RedisStore({ client: limited });
+    const { limiter, errors } = strictLimiter({ algorithm: 'gcra', limit: 5, windowMs: 60_000, store, prefix: fresh('acl-back') });
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() });
+    try {
+      expect((await limiter.consume('k')).remaining).toBe(4);
+      expect(store.runsAs).toBe('scripts');
+      await redis.call('ACL', 'SETUSER', user, '+fcall', '+fcall_ro', '+function');
+      vi.setSystemTime(Date.now() + 30_000);
+      expect((await commandsSent(limited, () => limiter.consume('k'))).map(([name]) => name)).toEqual(['evalsha']);
+      vi.setSystemTime(Date.now() + 31_000);
+      expect((await limiter.consume('k')).remaining).toBe(2);
+      expect(store.runsAs).toBe('functions');
+      expect((await commandsSent(limited, () => limiter.consume('k'))).map(([name]) => name)).toEqual(['fcall']);
+      // Forbidden again: back to scripts at once, with the same counts.
+      await redis.call('ACL', 'SETUSER', user, '-fcall', '-fcall_ro', '-function');
+      expect((await limiter.consume('k')).remaining).toBe(0);
+      expect(store.runsAs).toBe('scripts');
+      expect(errors).toEqual([]);
+    } finally {
+      vi.useRealTimers();
+      limited.disconnect();
     }
   });
 

@@ -3,7 +3,7 @@ import { startBlock } from '../algorithms/block.js';
 import { createVerdict } from '../algorithms/types.js';
 import { describe, ErrorCodes, FloodgateError } from '../errors.js';
 import type { CompiledRule } from '../rules.js';
-import { BatchError, type Connection, connect, type RedisClient } from './redis/connection.js';
+import { BatchError, type Connection, connect, crossSlot, type RedisClient } from './redis/connection.js';
 import { LIBRARY } from './redis/library.generated.js';
 import { type RuleView, viewOf } from './redis/views.js';
 import { admittedDecision, unchangedDecision } from './rule-decisions.js';
@@ -105,8 +105,17 @@ function readReply(reply: unknown, size: number): number[] {
 const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 /** The function is not loaded on that server: after a restart, FUNCTION FLUSH, or on a node new to the Cluster. */
 const functionMissing = (error: unknown) => /Function not found/i.test(messageOf(error));
-/** Functions are not available there: a server before Redis 7, a proxy that does not pass them, or an ACL. */
-const functionsUnavailable = (error: unknown) => /unknown command|NOPERM|not allowed|unsupported/i.test(messageOf(error));
+/**
+ * Functions are not available there: a server before Redis 7, a proxy that does not pass them, or an
+ * ACL. Only a reply that names FCALL or FUNCTION and refuses it says so: a transient refusal of any
+ * command (`OOM command not allowed ...`, LOADING, BUSY) must not move the store off Functions.
+ */
+const functionsUnavailable = (error: unknown) => {
+  const message = messageOf(error);
+  return /\b(?:fcall|fcall_ro|function)\b/i.test(message) && /unknown command|unsupported|not allowed|no permissions|NOPERM|disabled/i.test(message);
+};
+/** How long a store that moved to scripts runs them before it tries Functions again (an ACL or a proxy may change). */
+const FUNCTIONS_RECHECK_MS = 60_000;
 const scriptMissing = (error: unknown) => /^NOSCRIPT/.test(messageOf(error));
 
 const rethrowLibraryError = (error: unknown): never => {
@@ -158,6 +167,14 @@ export class RedisStore implements Store {
   private readonly serverClock: boolean;
   private readonly pinned: boolean;
   private mode: 'functions' | 'scripts';
+  /** When a store that moved to scripts tries Functions again (Date.now()). */
+  private functionsAgainAt = 0;
+  /**
+   * Whether a call's keys go to one library call per Cluster slot: on a Cluster client, and on a
+   * plain client once Redis refused keys of several slots in one command (a server in cluster mode,
+   * or a proxy that keeps each command to one slot).
+   */
+  private splitsBySlot: boolean;
   /** A FUNCTION LOAD under way, shared by the calls that found the library missing meanwhile. */
   private loading: Promise<void> | undefined;
   private readonly prepared = new WeakMap<RuleSet, Prepared>();
@@ -192,6 +209,7 @@ export class RedisStore implements Store {
     this.serverClock = clock === 'server';
     this.mode = mode ?? (this.connection.functions ? 'functions' : 'scripts');
     this.pinned = mode !== undefined;
+    this.splitsBySlot = this.connection.cluster;
   }
 
   /** How the library runs now: 'scripts' once a server said Functions are unavailable (or when chosen). */
@@ -200,6 +218,23 @@ export class RedisStore implements Store {
   }
 
   consume(keys: StoreKeys, ruleSet: RuleSet, cost: number, now: number, leaseId = ''): Promise<RuleDecision[]> {
+    return this.slotted(keys, () => this.consumeOnce(keys, ruleSet, cost, now, leaseId));
+  }
+
+  /**
+   * Runs a call, and runs it again split by slot when Redis refused its keys of several slots in
+   * one command (nothing ran then): from then on every call of this store is split so.
+   */
+  private slotted<T>(keys: StoreKeys, call: () => Promise<T>): Promise<T> {
+    if (this.splitsBySlot || typeof keys === 'string') return call();
+    return call().catch((error: unknown) => {
+      if (!crossSlot(error)) throw error;
+      this.splitsBySlot = true;
+      return call();
+    });
+  }
+
+  private consumeOnce(keys: StoreKeys, ruleSet: RuleSet, cost: number, now: number, leaseId: string): Promise<RuleDecision[]> {
     // Not an async function: the common call (one batch) is one promise chain, without the frames of awaits.
     try {
       const prepared = this.prepare(ruleSet);
@@ -234,11 +269,13 @@ export class RedisStore implements Store {
     return this.merged(batches, replies, ruleSet, prepared, cost, denied ? 'denied' : 'consume');
   }
 
-  async peek(keys: StoreKeys, ruleSet: RuleSet, now: number): Promise<RuleDecision[]> {
-    const prepared = this.prepare(ruleSet);
-    const batches = this.batches(keys, ruleSet, prepared);
-    const replies = await Promise.all(batches.map((batch) => this.decide(batch, 'peek', 1, now, '', prepared)));
-    return this.merged(batches, replies, ruleSet, prepared, 1, 'peek');
+  peek(keys: StoreKeys, ruleSet: RuleSet, now: number): Promise<RuleDecision[]> {
+    return this.slotted(keys, async () => {
+      const prepared = this.prepare(ruleSet);
+      const batches = this.batches(keys, ruleSet, prepared);
+      const replies = await Promise.all(batches.map((batch) => this.decide(batch, 'peek', 1, now, '', prepared)));
+      return this.merged(batches, replies, ruleSet, prepared, 1, 'peek');
+    });
   }
 
   async refund(keys: StoreKeys, ruleSet: RuleSet, cost: number, now: number): Promise<void> {
@@ -264,15 +301,17 @@ export class RedisStore implements Store {
     return `${this.prefix}${ruleSet.prefix}{${keyOfRule(keys, i)}${prepared.suffixes[i]}`;
   }
 
-  private async everyBatch(keys: StoreKeys, ruleSet: RuleSet, op: Operation, cost: number, now: number, leaseId: string): Promise<void> {
-    const batches = this.batches(keys, ruleSet, this.prepare(ruleSet));
-    await Promise.all(batches.map((batch) => this.send(batch, op, cost, now, leaseId, false)));
+  private everyBatch(keys: StoreKeys, ruleSet: RuleSet, op: Operation, cost: number, now: number, leaseId: string): Promise<void> {
+    return this.slotted(keys, async () => {
+      const batches = this.batches(keys, ruleSet, this.prepare(ruleSet));
+      await Promise.all(batches.map((batch) => this.send(batch, op, cost, now, leaseId, false)));
+    });
   }
 
   /**
    * The rules of a call in as few library calls as can be atomic: one, unless
-   * the client is a Cluster and the call's keys lie in several slots; then one
-   * per slot, in rule order, but the slot of global rules last.
+   * calls are split by slot (a Cluster) and the call's keys lie in several
+   * slots; then one per slot, in rule order, but the slot of global rules last.
    */
   private batches(keys: StoreKeys, ruleSet: RuleSet, prepared: Prepared): Batch[] {
     const rules = ruleSet.rules;
@@ -281,7 +320,7 @@ export class RedisStore implements Store {
       keys: rules.map((_, i) => this.redisKey(keys, ruleSet, prepared, i)),
       specs: prepared.views.map((view) => view.spec),
     });
-    if (typeof keys === 'string' || !this.connection.cluster) return [all()];
+    if (typeof keys === 'string' || !this.splitsBySlot) return [all()];
     const bySlot = new Map<number, { rules: number[]; keys: string[]; specs: string[]; global: boolean }>();
     rules.forEach((rule, i) => {
       const storeKey = keyOfRule(keys, i);
@@ -396,7 +435,10 @@ export class RedisStore implements Store {
    * a call that succeeds at once (FCALL, Redis 7) costs one promise more than the client's.
    */
   private run(keys: string[], args: string[], entry: Entry): Promise<unknown> {
-    if (this.mode !== 'functions') return this.runScript(keys, args, entry).catch(rethrowLibraryError);
+    if (this.mode !== 'functions') {
+      if (this.pinned || !this.connection.functions || Date.now() < this.functionsAgainAt) return this.runScript(keys, args, entry).catch(rethrowLibraryError);
+      this.mode = 'functions'; // a minute on scripts: Functions may be allowed again
+    }
     let called: Promise<unknown>;
     try {
       called = this.connection.fcall(LIBRARY[entry], entry === 'readOnly', keys, args);
@@ -413,13 +455,18 @@ export class RedisStore implements Store {
         await this.load();
       } catch (loadError) {
         if (this.pinned || !functionsUnavailable(loadError)) throw loadError;
-        this.mode = 'scripts';
-        return this.runScript(keys, args, entry);
+        return this.toScripts(keys, args, entry);
       }
       return this.connection.fcall(LIBRARY[entry], entry === 'readOnly', keys, args);
     }
     if (this.pinned || !functionsUnavailable(error)) throw error;
+    return this.toScripts(keys, args, entry);
+  }
+
+  /** Runs the library as scripts from now on (Functions are unavailable there), trying Functions again a minute later. */
+  private toScripts(keys: string[], args: string[], entry: Entry): Promise<unknown> {
     this.mode = 'scripts';
+    this.functionsAgainAt = Date.now() + FUNCTIONS_RECHECK_MS;
     return this.runScript(keys, args, entry);
   }
 

@@ -139,7 +139,7 @@ export class BatchError extends Error {
 }
 
 /** Redis refuses keys of several Cluster slots in one command: a server in cluster mode reached by a plain client, or a proxy. */
-const crossSlot = (error: unknown) => error instanceof Error && error.message.startsWith('CROSSSLOT');
+export const crossSlot = (error: unknown) => error instanceof Error && error.message.startsWith('CROSSSLOT');
 
 /** Settles the calls sent together with `many`, one reply each: an array, or a string (the call failed, with that error). */
 function settleMany(queued: readonly Queued[], replies: unknown): void {
@@ -369,7 +369,7 @@ function upstash(client: UpstashLike): Connection {
   const functions = client.functions;
   const callable = typeof functions?.call === 'function' && typeof functions.callRo === 'function' && typeof functions.load === 'function';
   const send: Connection['fcall'] = (name, readOnly, keys, args) => {
-    if (functions === undefined || !callable) return Promise.reject(new Error('ERR unknown command: this @upstash/redis client has no functions API'));
+    if (functions === undefined || !callable) return Promise.reject(new Error("ERR unknown command 'fcall': this @upstash/redis client has no functions API"));
     return plainly(readOnly ? functions.callRo(name, keys, args) : functions.call(name, keys, args));
   };
   // Each command costs a request's share of JSON on both ends and a command in the REST server:
@@ -402,7 +402,7 @@ function upstash(client: UpstashLike): Connection {
       return plainly(readOnly && client.evalRo ? client.evalRo(script.source, keys, args) : client.eval(script.source, keys, args));
     },
     async loadLibrary(code) {
-      if (functions === undefined || !callable) throw new Error('ERR unknown command: this @upstash/redis client has no functions API');
+      if (functions === undefined || !callable) throw new Error("ERR unknown command 'fcall': this @upstash/redis client has no functions API");
       await plainly(functions.load({ code, replace: true }));
     },
   };
