@@ -8,7 +8,7 @@ import { compileRule, type RuleOptions } from './rules.js';
 import { MemoryStore } from './stores/memory-store.js';
 import type { RuleSet, Store } from './stores/types.js';
 import { algorithmNames, ruleOptions } from './test-support/arbitraries.js';
-import { expectedDecision, referenceLimiter } from './test-support/reference.js';
+import { expectedDecision, referenceLimiter } from './testing/reference.js';
 
 /** A clock the test moves by hand. */
 function manualClock(start = 1_700_000_000_000) {

@@ -19,8 +19,7 @@ import type { Keys } from '../keys.js';
 import { createLimiter, type Limiter } from '../limiter.js';
 import { type AlgorithmName, type CompiledRule, compileRule, type RuleOptions } from '../rules.js';
 import { algorithmNames } from '../test-support/arbitraries.js';
-import { expectedDecision, referenceLimiter } from '../test-support/reference.js';
-import { MemoryStore } from './memory-store.js';
+import { expectedDecision, referenceLimiter } from '../testing/reference.js';
 import type { IoRedisLike } from './redis/connection.js';
 import { RedisStore } from './redis-store.js';
 import type { Store } from './types.js';
@@ -267,8 +266,9 @@ function manualClock(start: number) {
   };
 }
 
+// MemoryStore runs the store contract of @floodgate/core/testing (memory-store.test.ts); these stores still run this
+// suite of their own: RedisStore on the limiter's clock cannot yet take a clock behind Redis's (issue #29.1).
 const stores: [string, () => Store][] = [
-  ['MemoryStore', () => new MemoryStore()],
   ['RedisStore (functions, clock: client)', () => new RedisStore({ client: redisServer.client, clock: 'client' })],
   ['RedisStore (scripts, clock: client)', () => new RedisStore({ client: redisServer.client, clock: 'client', mode: 'scripts' })],
   [

@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createLimiter } from '../limiter.js';
 import { algorithms } from '../rules.js';
+import { storeContract } from '../testing/store-contract.js';
 import { MemoryStore } from './memory-store.js';
 
 setFlagsFromString('--expose-gc'); // the collection test asks V8 to collect
@@ -14,6 +15,8 @@ afterEach(() => {
 
 /** The limiters' clock: it stands still, so no window ends while a test runs. */
 const frozenClock = () => 1_700_000_000_000;
+
+storeContract('MemoryStore', () => new MemoryStore(), { numRuns: 1000 });
 
 describe('MemoryStore', () => {
   it('forgets the least recently used key when a new key arrives at maxKeys', async () => {

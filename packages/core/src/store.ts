@@ -1,0 +1,23 @@
+/**
+ * @packageDocumentation
+ * The store API: what a store implements, and what it may use. A store over
+ * a transactional key-value system (SQL, Durable Objects, DynamoDB, Deno KV)
+ * extends `KeyValueStore` with a backend of one method, `transact`, and the
+ * engine does the rest; a store that runs code of its own where the data is
+ * (Redis and its Lua library) implements `Store` itself and may use the
+ * engine and the state encoding. Stable: see docs/writing-a-store.md, and
+ * prove a store with `storeContract()` from `@floodgate/core/testing`.
+ */
+export type { Block } from './algorithms/block.js';
+export type { LeaseState, LogState, RuleState, Verdict } from './algorithms/index.js';
+export { decodeEntry, encodeEntry, STATE_VERSION } from './codec.js';
+export { type Call, decisionsOf, type Entry, endOf, evaluate, type Operation, type Outcome } from './engine.js';
+export type { CompiledRule } from './rules.js';
+export {
+  type KeyValueBackend,
+  KeyValueStore,
+  type KeyValueStoreOptions,
+  type StateChange,
+  type StateWrite,
+} from './stores/key-value-store.js';
+export type { Awaitable, BlockedInfo, RuleDecision, RuleSet, Store, StoreKeys } from './stores/types.js';
