@@ -9,6 +9,7 @@ import { dirname, join } from 'node:path';
 const packages = {
   '@floodgate/core': ['createLimiter', 'MemoryStore', 'RedisStore', 'FloodgateError', 'RateLimitedError', 'rateLimited'],
   '@floodgate/core/adapter': ['createKeyBy', 'createRateLimitFlow', 'settleWhenDone'],
+  '@floodgate/core/store': ['KeyValueStore', 'evaluate', 'decisionsOf', 'encodeEntry', 'decodeEntry'],
   '@floodgate/core/internal': ['step', 'compileRules'],
   '@floodgate/express': ['rateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/koa': ['rateLimit', 'createLimiter', 'FloodgateError'],
@@ -18,16 +19,19 @@ const packages = {
   '@floodgate/fetch': ['withRateLimit', 'getRateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/prometheus': ['instrument'],
   '@floodgate/cloudflare': ['DurableObjectStore', 'FloodgateDurableObject'],
+  '@floodgate/postgres': ['PostgresStore'],
 };
 // Packages that must run on every runtime Hono supports: no Node built-in in what they load
 // (packages/runtimes runs them on Bun, Deno and workerd).
 const runtimeNeutral = [
   '@floodgate/core',
   '@floodgate/core/adapter',
+  '@floodgate/core/store',
   '@floodgate/core/internal',
   '@floodgate/hono',
   '@floodgate/fetch',
   '@floodgate/cloudflare',
+  '@floodgate/postgres',
 ];
 
 for (const [name, exports] of Object.entries(packages)) {
@@ -45,7 +49,8 @@ for (const [name, exports] of Object.entries(packages)) {
   if (runtimeNeutral.includes(name)) {
     // Every file of the build, shared chunks included: an entry imports the code it shares with the others.
     const dist = dirname(resolved);
-    for (const file of readdirSync(dist).filter((f) => /\.(c?js)$/.test(f))) {
+    // But @floodgate/core/testing (testing.js, testing-worker.js), which runs in vitest on Node and spawns processes.
+    for (const file of readdirSync(dist).filter((f) => /\.(c?js)$/.test(f) && !f.startsWith('testing'))) {
       const code = readFileSync(join(dist, file), 'utf8');
       const nodeImport = /(?:from\s*|require\()\s*["'](node:[^"']+|fs|path|crypto|net|http|os|events|child_process)["']/.exec(code);
       assert.equal(nodeImport, null, `${join(dist, file)} imports the Node built-in ${nodeImport?.[1]}`);
@@ -53,6 +58,12 @@ for (const [name, exports] of Object.entries(packages)) {
     console.log(`ok ${name}: no Node built-in imported (runs on Bun, Deno, Workers)`);
   }
 }
+
+// @floodgate/core/testing is ESM only: vitest cannot be required.
+const coreManifest = JSON.parse(readFileSync(new URL('../packages/core/package.json', import.meta.url), 'utf8'));
+const testing = await import(new URL(`../packages/core/${coreManifest.exports['./testing'].import}`, import.meta.url).href);
+assert.equal(typeof testing.storeContract, 'function', '@floodgate/core/testing (ESM) exports storeContract');
+console.log('ok @floodgate/core/testing: the ESM build loads');
 
 const require = createRequire(new URL('../packages/express/package.json', import.meta.url));
 

@@ -8,6 +8,7 @@ export {
   useDurableObjectStores,
 } from './durable-objects.js';
 export { serveHttp } from './http.js';
+export { type PostgresSchema, type PostgresServer, startPostgres, usePostgres } from './postgres.js';
 export {
   freePort,
   type RedisClusterServers,

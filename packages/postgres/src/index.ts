@@ -1,0 +1,1 @@
+export { type PgPoolLike, type PostgresJsLike, type PostgresRow, PostgresStore, type PostgresStoreOptions, type QueryFunction } from './store.js';

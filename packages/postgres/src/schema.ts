@@ -1,0 +1,115 @@
+/*
+ * The table PostgresStore keeps its states in, and the function that writes
+ * them. One row per key and rule: the state's text in the engine's encoding
+ * (@floodgate/core/store), a version (a random number each write draws), and
+ * when the row may be deleted (ms since the epoch, on the database's clock).
+ *
+ * A call reads its rows in one statement, without locking, and writes in a
+ * second one, through the function below, only if every row still holds the
+ * version it read; if one does not, the function raises (SQLSTATE 40001) and
+ * the whole statement is undone: the store reads again and decides again.
+ * So a denied call or a peek is one statement, an admitted call two, and no
+ * lock is held between them (row locks on the call's keys for the length of
+ * one statement; never a table lock). The function is plain PL/pgSQL, no
+ * algorithm in it: Floodgate's engine decides, in the app.
+ *
+ * sql/floodgate_state.sql is this schema for the default table name, for
+ * teams whose migrations create it (createTable: false); a test checks the
+ * two agree.
+ */
+
+/** A table name as the options take it: a name, or schema.name; letters, digits and _, as unquoted SQL identifiers are. */
+const TABLE_NAME = /^(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+export const isTableName = (name: string): boolean => TABLE_NAME.test(name);
+
+/** The identifiers of a table's objects, quoted: the table, its index, its write function. */
+export interface Names {
+  readonly table: string;
+  readonly index: string;
+  readonly write: string;
+  /** What the advisory lock of createTable is taken on. */
+  readonly lock: string;
+}
+
+const quote = (identifier: string): string => `"${identifier}"`;
+
+export function namesOf(table: string): Names {
+  const dot = table.indexOf('.');
+  const schema = dot < 0 ? '' : `${quote(table.slice(0, dot))}.`;
+  const name = dot < 0 ? table : table.slice(dot + 1);
+  return { table: schema + quote(name), index: quote(`${name}_expires_at`), write: `${schema}${quote(`${name}_write`)}`, lock: `floodgate:${table}` };
+}
+
+/** The database's clock in ms, as a double (exact: ms since the epoch stay far below 2^53). */
+const NOW_MS = 'floor(extract(epoch from clock_timestamp()) * 1000)';
+
+/** The DDL: the table, its index on expiry, and its write function. Idempotent. */
+export function schemaSql(names: Names, unlogged: boolean): string {
+  return `CREATE ${unlogged ? 'UNLOGGED ' : ''}TABLE IF NOT EXISTS ${names.table} (
+  key text COLLATE "C" PRIMARY KEY,
+  value text NOT NULL,
+  version bigint NOT NULL,
+  expires_at bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ${names.index} ON ${names.table} (expires_at);
+-- writes: a JSON array of [key, version read (0: no row), new value (null: delete), ms to keep it, new version].
+CREATE OR REPLACE FUNCTION ${names.write}(writes text) RETURNS void LANGUAGE plpgsql AS $fg$
+DECLARE
+  now_ms bigint := ${NOW_MS};
+  w jsonb;
+  n integer;
+BEGIN
+  FOR w IN SELECT * FROM jsonb_array_elements(writes::jsonb) LOOP
+    IF (w->>1)::bigint = 0 THEN
+      CONTINUE WHEN w->2 = 'null'::jsonb;
+      INSERT INTO ${names.table} (key, value, version, expires_at)
+        VALUES (w->>0, w->>2, (w->>4)::bigint, now_ms + (w->>3)::bigint)
+        ON CONFLICT (key) DO NOTHING;
+    ELSIF w->2 = 'null'::jsonb THEN
+      DELETE FROM ${names.table} WHERE key = w->>0 AND version = (w->>1)::bigint;
+    ELSE
+      UPDATE ${names.table} SET value = w->>2, version = (w->>4)::bigint, expires_at = now_ms + (w->>3)::bigint
+        WHERE key = w->>0 AND version = (w->>1)::bigint;
+    END IF;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n = 0 THEN
+      RAISE EXCEPTION USING ERRCODE = '40001', MESSAGE = 'floodgate: a state changed since it was read';
+    END IF;
+  END LOOP;
+END
+$fg$;
+`;
+}
+
+/**
+ * createTable's statement: the DDL in one DO block under a transaction-scoped
+ * advisory lock, so that instances starting together do not race on it.
+ */
+export function createSql(names: Names, unlogged: boolean): string {
+  return `DO $create$
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtext(${literal(names.lock)}));
+  EXECUTE ${literal(schemaSql(names, unlogged))};
+END
+$create$`;
+}
+
+/** A SQL string literal (standard_conforming_strings: only quotes are doubled). */
+const literal = (text: string): string => `'${text.replaceAll("'", "''")}'`;
+
+/** Reads the rows of a call's keys, in the keys' order, with the database's clock. $1: the keys as a JSON array. */
+export const readSql = (names: Names): string =>
+  `SELECT s.value, s.version::float8 AS version, s.expires_at::float8 AS expires_at, ${NOW_MS}::float8 AS now
+FROM jsonb_array_elements_text($1::text::jsonb) WITH ORDINALITY AS k(key, i)
+LEFT JOIN ${names.table} s ON s.key = k.key
+ORDER BY k.i`;
+
+/** Writes a call's states. $1: the writes as JSON (see the function). */
+export const writeSql = (names: Names): string => `SELECT ${names.write}($1) AS done`;
+
+/** Deletes up to `limit` rows whose time is up, skipping rows other statements hold; returns a row per row deleted. $1: the limit. */
+export const sweepSql = (names: Names): string =>
+  `DELETE FROM ${names.table} WHERE key IN (
+  SELECT key FROM ${names.table} WHERE expires_at < ${NOW_MS} ORDER BY expires_at LIMIT $1::integer FOR UPDATE SKIP LOCKED
+) RETURNING 1 AS deleted`;

@@ -1,0 +1,118 @@
+import { readFileSync } from 'node:fs';
+import { createLimiter } from '@floodgate/core';
+import { storeContract } from '@floodgate/core/testing';
+import { usePostgres } from '@floodgate/test-support';
+import pg from 'pg';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { namesOf, schemaSql } from './schema.js';
+import { PostgresStore } from './store.js';
+
+const database = usePostgres();
+let pool: pg.Pool;
+let sql: postgres.Sql;
+
+beforeAll(() => {
+  // For the processes of the contract's multi-process test (test-support/make-store.ts).
+  process.env.FLOODGATE_PG_URL = database.url;
+  process.env.FLOODGATE_PG_TABLE = `${database.schema}.floodgate_state`;
+  pool = new pg.Pool({ connectionString: database.url, max: 8 });
+  sql = postgres(database.url, { max: 8, onnotice: () => {} });
+});
+afterAll(async () => {
+  await pool?.end();
+  await sql?.end();
+});
+
+const table = (name = 'floodgate_state') => `${database.schema}.${name}`;
+
+// Over a pg Pool: the whole conformance suite, and 4 processes sharing one table.
+storeContract('PostgresStore (pg Pool)', () => new PostgresStore({ pool, table: table(), clock: 'client' }), {
+  processes: { module: new URL('./test-support/make-store.ts', import.meta.url), execArgv: ['--import', 'tsx'] },
+});
+// Over postgres.js, and over a bare query function (what Drizzle, Kysely or Prisma users pass).
+storeContract('PostgresStore (postgres.js)', () => new PostgresStore({ client: sql, table: table(), clock: 'client' }), { numRuns: 100 });
+storeContract(
+  'PostgresStore (query function)',
+  () => new PostgresStore({ query: async (text, params) => (await pool.query(text, params)).rows, table: table(), clock: 'client' }),
+  { numRuns: 100 },
+);
+
+describe('PostgresStore', () => {
+  it('ships sql/floodgate_state.sql: the schema createTable makes, for the default table', () => {
+    const shipped = readFileSync(new URL('../sql/floodgate_state.sql', import.meta.url), 'utf8');
+    expect(shipped).toBe(`-- Floodgate's PostgresStore: its table and write function (createTable: false).\n${schemaSql(namesOf('floodgate_state'), false)}`);
+  });
+
+  it("decides on the database's clock: limiters with wildly wrong clocks share one limit", async () => {
+    const store = new PostgresStore({ pool, table: table('server_clock') });
+    const limiters = [0, 1_000_000_000_000, 4_000_000_000_000].map((at) =>
+      createLimiter({ algorithm: 'fixed-window', limit: 3, windowMs: 60_000, store, prefix: 'shared:', now: () => at, onStoreError: 'deny' }),
+    );
+    const allowed = [];
+    for (const limiter of [...limiters, ...limiters]) allowed.push((await limiter.consume('k')).allowed);
+    expect(allowed).toEqual([true, true, true, false, false, false]);
+  });
+
+  it('makes one statement of a denied call or a peek, and two of an admitted call', async () => {
+    const statements: string[] = [];
+    const counted = new PostgresStore({
+      query: async (text, params) => {
+        statements.push(text.trimStart().slice(0, 6));
+        return (await pool.query(text, params)).rows;
+      },
+      table: table(),
+    });
+    const limiter = createLimiter({ algorithm: 'gcra', limit: 1, windowMs: 60_000, store: counted, prefix: 'trips:' });
+    await limiter.peek('warm'); // creates the table on first use: not counted below
+    statements.length = 0;
+    await limiter.consume('k');
+    expect(statements).toEqual(['SELECT', 'SELECT']);
+    statements.length = 0;
+    await limiter.consume('k');
+    expect(statements).toEqual(['SELECT']);
+    statements.length = 0;
+    await limiter.peek('k');
+    expect(statements).toEqual(['SELECT']);
+  });
+
+  it('keeps one row per key and rule, and keys of any characters apart (NUL, quotes, braces, emoji)', async () => {
+    const store = new PostgresStore({ pool, table: table('keys') });
+    const limiter = createLimiter({
+      rules: [
+        { name: 'a', algorithm: 'fixed-window', limit: 1, windowMs: 60_000 },
+        { name: 'b', algorithm: 'sliding-log', limit: 1, windowMs: 60_000 },
+      ],
+      store,
+    });
+    const keys = ['x\u0000y', 'x%00y', "'; DROP TABLE x; --", '{}', '🔥', 'x'];
+    for (const key of keys) expect((await limiter.consume(key)).allowed, key).toBe(true);
+    for (const key of keys) expect((await limiter.consume(key)).allowed, key).toBe(false);
+    const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${table('keys')}`);
+    expect(rows[0].n).toBe(keys.length * 2);
+  });
+
+  it('creates the table UNLOGGED when asked, and not at all with createTable: false (a clear store error until it exists)', async () => {
+    const unlogged = createLimiter({ limit: 1, windowMs: 60_000, store: new PostgresStore({ pool, table: table('unlogged'), unlogged: true }) });
+    await unlogged.consume('k');
+    const { rows } = await pool.query(`SELECT relpersistence FROM pg_class WHERE oid = $1::regclass`, [table('unlogged')]);
+    expect(rows[0].relpersistence).toBe('u');
+    const errors: Error[] = [];
+    const missing = createLimiter({
+      limit: 1,
+      windowMs: 60_000,
+      store: new PostgresStore({ pool, table: table('missing'), createTable: false }),
+      onStoreError: 'deny',
+    });
+    missing.on('error', ({ error }) => errors.push(error));
+    expect((await missing.consume('k')).allowed).toBe(false);
+    expect(errors[0]?.message).toMatch(/does not exist/);
+  });
+
+  it('answers a clear error for a bad table name, no client or several, and unknown options', () => {
+    expect(() => new PostgresStore({ pool, table: 'x; DROP TABLE y' })).toThrow(/table must be a name or schema.name/);
+    expect(() => new PostgresStore({ table: 'x' })).toThrow(/one of pool .* got none/);
+    expect(() => new PostgresStore({ pool, client: sql })).toThrow(/got several/);
+    expect(() => new PostgresStore({ pool, tableName: 'x' } as never)).toThrow(/no option 'tableName'/);
+  });
+});
