@@ -21,3 +21,4 @@ export {
   type StateWrite,
 } from './stores/key-value-store.js';
 export type { Awaitable, BlockedInfo, RuleDecision, RuleSet, Store, StoreKeys } from './stores/types.js';
+export { VersionedBackend, type VersionedDatabase, type VersionedRead, type VersionedWrite } from './stores/versioned-backend.js';

@@ -7,7 +7,7 @@ CREATE TABLE IF NOT EXISTS "floodgate_state" (
 );
 CREATE INDEX IF NOT EXISTS "floodgate_state_expires_at" ON "floodgate_state" (expires_at);
 -- writes: a JSON array of [key, version read (0: no row), new value (null: delete), ms to keep it, new version].
-CREATE OR REPLACE FUNCTION "floodgate_state_write"(writes text) RETURNS void LANGUAGE plpgsql AS $fg$
+CREATE OR REPLACE FUNCTION "floodgate_state_write1"(writes text) RETURNS void LANGUAGE plpgsql AS $fg$
 DECLARE
   now_ms bigint := floor(extract(epoch from clock_timestamp()) * 1000);
   w jsonb;

@@ -23,7 +23,11 @@ const TABLE_NAME = /^(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,6
 
 export const isTableName = (name: string): boolean => TABLE_NAME.test(name);
 
-/** The identifiers of a table's objects, quoted: the table, its index, its write function. */
+/**
+ * The identifiers of a table's objects, quoted: the table, its index, its write function. The
+ * function's name carries its version (`_write1`): a build that writes differently creates a
+ * function of its own beside it, and instances of both builds run side by side during a deploy.
+ */
 export interface Names {
   readonly table: string;
   readonly index: string;
@@ -38,7 +42,7 @@ export function namesOf(table: string): Names {
   const dot = table.indexOf('.');
   const schema = dot < 0 ? '' : `${quote(table.slice(0, dot))}.`;
   const name = dot < 0 ? table : table.slice(dot + 1);
-  return { table: schema + quote(name), index: quote(`${name}_expires_at`), write: `${schema}${quote(`${name}_write`)}`, lock: `floodgate:${table}` };
+  return { table: schema + quote(name), index: quote(`${name}_expires_at`), write: `${schema}${quote(`${name}_write1`)}`, lock: `floodgate:${table}` };
 }
 
 /** The database's clock in ms, as a double (exact: ms since the epoch stay far below 2^53). */
@@ -113,3 +117,7 @@ export const sweepSql = (names: Names): string =>
   `DELETE FROM ${names.table} WHERE key IN (
   SELECT key FROM ${names.table} WHERE expires_at < ${NOW_MS} ORDER BY expires_at LIMIT $1::integer FOR UPDATE SKIP LOCKED
 ) RETURNING 1 AS deleted`;
+
+/** sql/floodgate_state.sql: the DDL as a migration file. */
+export const migrationSql = (table: string): string =>
+  `-- Floodgate's PostgresStore: its table and write function (createTable: false).\n${schemaSql(namesOf(table), false)}`;

@@ -1,5 +1,5 @@
 import { ErrorCodes, FloodgateError } from '@floodgate/core';
-import { type KeyValueBackend, KeyValueStore, type StateChange } from '@floodgate/core/store';
+import { KeyValueStore, VersionedBackend, type VersionedDatabase, type VersionedRead, type VersionedWrite } from '@floodgate/core/store';
 import { createSql, isTableName, type Names, namesOf, readSql, sweepSql, writeSql } from './schema.js';
 
 /** A row as drivers hand it over. */
@@ -43,11 +43,6 @@ export interface PostgresStoreOptions {
 
 const OPTIONS = ['pool', 'client', 'query', 'table', 'createTable', 'unlogged', 'clock', 'prefix'];
 
-/** How many times a call reads and decides again when its rows changed under it, before it fails as a store error. */
-const MAX_ATTEMPTS = 50;
-/** Rows the store deletes once their time is up, per that many rows it wrote: expired rows never outgrow what was written. */
-const SWEEP_EVERY = 1000;
-
 const describe = (value: unknown): string => (typeof value === 'string' ? `'${value}'` : value === null ? 'null' : typeof value);
 
 /** The one statement runner over whichever client was given. */
@@ -85,31 +80,17 @@ function runnerOf(options: PostgresStoreOptions): (text: string, params: string[
 /** PostgreSQL text holds no NUL: a key's NUL is stored as %00 (a key's own % is %25 already, so the two never meet). */
 const storable = (key: string): string => (key.includes('\u0000') ? key.replaceAll('\u0000', '%00') : key);
 
-/** A fresh version for a row: a random integer from 1 to 2^53 - 1. */
-function newVersion(): number {
-  const [high, low] = crypto.getRandomValues(new Uint32Array(2)) as unknown as [number, number];
-  return (high & 0x1fffff) * 2 ** 32 + low || 1;
-}
-
 const isConflict = (error: unknown): boolean => {
   const code = (error as { code?: unknown } | null)?.code;
   return code === '40001' || code === '40P01';
 };
 
-/** What one row read tells: its value (null when missing or its time is up), and the version a write must find. */
-interface Read {
-  values: (string | null)[];
-  versions: number[];
-  now: number;
-}
-
-class PostgresBackend implements KeyValueBackend {
+/** The table's statements over whichever client was given, for VersionedBackend. */
+class PostgresDatabase implements VersionedDatabase {
   private readonly run: (text: string, params: string[]) => Promise<readonly PostgresRow[]>;
   private readonly names: Names;
   private readonly statements: { read: string; write: string; sweep: string };
   private ready: Promise<void> | undefined;
-  private written = 0;
-  private sweeping = false;
 
   constructor(
     options: PostgresStoreOptions,
@@ -122,68 +103,27 @@ class PostgresBackend implements KeyValueBackend {
     this.statements = { read: readSql(this.names), write: writeSql(this.names), sweep: sweepSql(this.names) };
   }
 
-  async transact<T>(keys: readonly string[], decide: (values: readonly (string | null)[], now: number) => StateChange<T>): Promise<T> {
+  async read(keys: readonly string[]): Promise<VersionedRead> {
     await this.created();
-    const stored = keys.map(storable);
-    for (let attempt = 1; ; attempt++) {
-      const read = await this.read(stored);
-      const { writes, result } = decide(read.values, read.now);
-      if (writes.length === 0) return result;
-      const byKey = new Map(stored.map((key, i) => [key, i]));
-      const rows = writes
-        .map(({ key, value, ttlMs }) => {
-          const at = byKey.get(storable(key)) as number;
-          return [stored[at] as string, read.versions[at] as number, value, ttlMs, newVersion()] as const;
-        })
-        // Rows in one order for every statement: two calls over the same keys never wait for each other in a circle.
-        .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-      try {
-        await this.run(this.statements.write, [JSON.stringify(rows)]);
-      } catch (error) {
-        if (!isConflict(error) || attempt >= MAX_ATTEMPTS) throw error;
-        // Another process wrote one of these rows since the read: read again, decide again.
-        if (attempt > 3) await new Promise((resolve) => setTimeout(resolve, Math.random() * attempt));
-        continue;
-      }
-      this.wrote(rows.length);
-      return result;
-    }
-  }
-
-  private async read(keys: readonly string[]): Promise<Read> {
-    const rows = await this.run(this.statements.read, [JSON.stringify(keys)]);
+    const rows = await this.run(this.statements.read, [JSON.stringify(keys.map(storable))]);
     if (rows.length !== keys.length) throw new FloodgateError(ErrorCodes.STORE_REPLY, `PostgreSQL answered ${rows.length} rows for ${keys.length} keys.`);
     const now = Number(rows[0]?.now);
-    const read: Read = { values: [], versions: [], now };
-    for (const row of rows) {
-      const version = row.version === null ? 0 : Number(row.version);
-      const alive = row.value !== null && Number(row.expires_at) > now;
-      read.values.push(alive ? String(row.value) : null);
-      read.versions.push(version);
-    }
-    return read;
+    const alive = (row: PostgresRow) => row.value !== null && Number(row.expires_at) > now;
+    return {
+      values: rows.map((row) => (alive(row) ? String(row.value) : null)),
+      versions: rows.map((row) => (row.version === null ? 0 : Number(row.version))),
+      now,
+    };
   }
 
-  /**
-   * Counts rows written; after every SWEEP_EVERY, deletes rows whose time is up in the background,
-   * SWEEP_EVERY at a time while there are that many: the table never holds more ended rows than
-   * were written since the last sweep, and a backlog drains at once.
-   */
-  private wrote(rows: number): void {
-    this.written += rows;
-    if (this.written < SWEEP_EVERY || this.sweeping) return;
-    this.written = 0;
-    this.sweeping = true;
-    const sweep = async (): Promise<void> => {
-      while ((await this.run(this.statements.sweep, [String(SWEEP_EVERY)])).length >= SWEEP_EVERY);
-    };
-    sweep()
-      .catch(() => {
-        // The next sweep tries again; a failing database shows in the calls themselves.
-      })
-      .finally(() => {
-        this.sweeping = false;
-      });
+  async write(rows: readonly VersionedWrite[]): Promise<void> {
+    await this.run(this.statements.write, [JSON.stringify(rows.map(([key, ...rest]) => [storable(key), ...rest]))]);
+  }
+
+  isConflict = isConflict;
+
+  async sweep(limit: number): Promise<number> {
+    return (await this.run(this.statements.sweep, [String(limit)])).length;
   }
 
   /** Creates the table on first use (createTable), once per store; a failure is tried again by the next call. */
@@ -234,6 +174,6 @@ export class PostgresStore extends KeyValueStore {
     if (typeof createTable !== 'boolean' || typeof unlogged !== 'boolean') {
       throw new FloodgateError(ErrorCodes.OPTION, 'PostgresStore createTable and unlogged must be true or false.');
     }
-    super(new PostgresBackend(options, createTable, unlogged, table), { clock, prefix });
+    super(new VersionedBackend(new PostgresDatabase(options, createTable, unlogged, table)), { clock, prefix });
   }
 }
