@@ -20,6 +20,8 @@ const packages = {
   '@floodgate/prometheus': ['instrument'],
   '@floodgate/cloudflare': ['DurableObjectStore', 'FloodgateDurableObject'],
   '@floodgate/postgres': ['PostgresStore'],
+  '@floodgate/sqlite': ['SqliteStore'],
+  '@floodgate/mysql': ['MySqlStore'],
 };
 // Packages that must run on every runtime Hono supports: no Node built-in in what they load
 // (packages/runtimes runs them on Bun, Deno and workerd).
@@ -32,6 +34,8 @@ const runtimeNeutral = [
   '@floodgate/fetch',
   '@floodgate/cloudflare',
   '@floodgate/postgres',
+  '@floodgate/sqlite',
+  '@floodgate/mysql',
 ];
 
 for (const [name, exports] of Object.entries(packages)) {

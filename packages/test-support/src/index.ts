@@ -8,6 +8,8 @@ export {
   useDurableObjectStores,
 } from './durable-objects.js';
 export { serveHttp } from './http.js';
+export { type MariaDbServer, type MySqlDatabase, startMariaDb, useMySql } from './mysql.js';
+export { node22 } from './node22.js';
 export { type PostgresSchema, type PostgresServer, startPostgres, usePostgres } from './postgres.js';
 export {
   freePort,

@@ -1,0 +1,1 @@
+export { type MySqlConnectionLike, type MySqlPoolLike, MySqlStore, type MySqlStoreOptions } from './store.js';

@@ -1,0 +1,1 @@
+export { type SqliteDatabaseLike, type SqliteStatementLike, SqliteStore, type SqliteStoreOptions } from './store.js';
