@@ -1,16 +1,6 @@
 import type { CompiledRule } from '@floodgate/core';
-import {
-  applyBlock,
-  type Block,
-  blockLeft,
-  blockStartedAt,
-  compileRule,
-  type RuleState,
-  refundStep,
-  releaseStep,
-  startBlock,
-  step,
-} from '@floodgate/core/internal';
+import { compileRule } from '@floodgate/core/internal';
+import { decodeEntry, type Entry, encodeEntry, endOf, evaluate } from '@floodgate/core/store';
 import { type Answer, type Call, encodeVerdict, type Operation } from './protocol.js';
 
 /** The part of a Durable Object's storage (`ctx.storage`) the object uses: its key-value API, and alarms. */
@@ -29,19 +19,17 @@ export interface DurableObjectStateLike {
 }
 
 /**
- * One key's state under one rule, as stored: the algorithm's state and when
- * it ends on the clock of the calls (ms), and the key's block under the rule
- * (blockMs) while it is remembered. A key can be blocked with nothing counted
- * (state null), never be held with neither.
+ * One key's state under one rule, as stored: when the object may forget it
+ * (its state has ended and its block is forgotten, on the clock of the
+ * calls), and the entry in the engine's text encoding (@floodgate/core/store),
+ * which only its rule can read. Storage keys carry the encoding's version
+ * (DurableObjectStore puts it there), so a value of another build's encoding
+ * is never read: the sweep drops such values once they are found.
  */
-interface Entry {
-  readonly state: RuleState;
-  readonly expiresAt: number;
-  readonly block?: Block;
-}
+type Stored = readonly [end: number, text: string];
 
-/** When an entry has nothing left to keep: its state has ended, and its block is forgotten. */
-const endOf = (entry: Entry): number => (entry.block === undefined ? entry.expiresAt : Math.max(entry.expiresAt, entry.block.forgetAt));
+const isStored = (value: unknown): value is Stored =>
+  Array.isArray(value) && value.length === 2 && typeof value[0] === 'number' && typeof value[1] === 'string';
 
 /** Storage keys: entries under `e:`, and the object's own record of the calls' clock. */
 const ENTRY = 'e:';
@@ -50,25 +38,6 @@ const CLOCK = 'm:clock';
 const BATCH = 128;
 /** The clock of the calls is written again when it has moved this far from the object's (see noteClock). */
 const CLOCK_SLACK_MS = 1_000;
-
-const isBlock = (value: unknown): value is Block =>
-  typeof value === 'object' &&
-  value !== null &&
-  ['until', 'length', 'strike', 'forgetAt'].every((field) => typeof (value as Record<string, unknown>)[field] === 'number');
-
-const isEntry = (value: unknown): value is Entry => {
-  if (typeof value !== 'object' || value === null) return false;
-  const { state, expiresAt, block } = value as Entry;
-  if (typeof expiresAt !== 'number' || typeof state !== 'object' || (block !== undefined && !isBlock(block))) return false;
-  return state !== null || block !== undefined;
-};
-
-/** The block an entry remembers at `now`, if any (a block is forgotten maxBlockMs after it ended). */
-const remembered = (entry: Entry | null | undefined, now: number): Block | undefined =>
-  entry?.block !== undefined && now < entry.block.forgetAt ? entry.block : undefined;
-
-/** The end of the last lease of a concurrency state. */
-const lastLease = (state: RuleState): number => Math.max(...((state as { expires?: number[] } | null)?.expires ?? [0]));
 
 class BadCall extends Error {}
 
@@ -106,8 +75,8 @@ export class FloodgateDurableObject {
   protected maxCachedEntries = 10_000;
 
   private readonly storage: DurableObjectStorageLike;
-  /** Entries read or written, or known to be absent (null): storage is written through, so this never disagrees with it. */
-  private readonly cache = new Map<string, Entry | null>();
+  /** Values read or written, or known to be absent (null): storage is written through, so this never disagrees with it. */
+  private readonly cache = new Map<string, Stored | null>();
   private readonly rules = new Map<string, CompiledRule>();
   /** The clock of the calls minus the object's own (0 on the object's clock), or undefined until read. */
   private offset: number | undefined;
@@ -115,8 +84,8 @@ export class FloodgateDurableObject {
   private alarmAt: number | null | undefined;
   /** When the object last swept, or started: as MemoryStore's sweeper, the first sweep comes sweepIntervalMs after the start. */
   private lastSweep = Date.now();
-  /** What recent consumes named `undo` replaced: per key, the entry before and the entry they wrote. */
-  private readonly undoable = new Map<string, { key: string; before: Entry | null; after: Entry | null }[]>();
+  /** What recent consumes named `undo` replaced: per key, the value before and the value they wrote. */
+  private readonly undoable = new Map<string, { key: string; before: Stored | null; after: Stored | null }[]>();
   /** Calls and sweeps, one at a time: each reads, decides and writes before the next starts. */
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -209,50 +178,26 @@ export class FloodgateDurableObject {
     await this.load(keys);
     const now = call.now ?? Date.now();
     this.noteClock(now);
-    const entryOf = (i: number): Entry | null => this.cache.get(keys[i] as string) ?? null;
-    if (call.op === 'consume' || call.op === 'peek' || call.op === 'deny') {
-      const cost = call.cost;
-      // As MemoryStore decides: the algorithm on the key's state, then the key's block over its verdict.
-      const results = rules.map((rule, i) => {
-        const entry = entryOf(i);
-        const result = step(rule, entry?.state ?? null, now, cost, call.lease);
-        const block = remembered(entry, now);
-        if (block !== undefined) applyBlock(result.verdict, blockLeft(block, now), block.length, block.strike);
-        return result;
-      });
-      const admitted = results.every((result) => result.verdict.allowed);
-      if (admitted && call.op === 'consume') {
-        const changes = keys.map((key) => ({ key, before: this.cache.get(key) ?? null, after: null as Entry | null }));
-        results.forEach((result, i) => {
-          this.keep(keys[i] as string, entryOf(i), result.state, now + result.verdict.ttlMs, now);
-        });
-        if (call.undo !== undefined) this.remember(call.undo, changes);
-      } else if (!admitted && call.op !== 'peek') {
-        // A denied call records nothing but the blocks it starts: each rule whose own numbers deny starts its own, whichever rule binds.
-        rules.forEach((rule, i) => {
-          const v = (results[i] as (typeof results)[number]).verdict;
-          if (rule.blockMs > 0 && startBlock(rule, v)) this.block(keys[i] as string, entryOf(i), blockStartedAt(rule, v, now));
-        });
-      }
-      return { admitted: admitted ? 1 : 0, verdicts: results.map((result) => encodeVerdict(result.verdict)) };
-    }
     if (call.op === 'undo' && call.undo !== undefined && this.restore(call.undo)) return {};
-    rules.forEach((rule, i) => {
-      const key = keys[i] as string;
-      if (call.op !== 'release') this.refund(key, entryOf(i), rule, now, call.cost);
-      const entry = entryOf(i);
-      if (call.op !== 'refund' && rule.algorithm === 'concurrency' && entry !== null) {
-        // A release ends with the last lease left.
-        const state = releaseStep(entry.state, call.lease, now);
-        this.keep(key, entry, state, lastLease(state), now);
-      }
+    const before = keys.map((key) => this.cache.get(key) ?? null);
+    const entries = before.map((stored, i) => (stored === null ? null : decodeEntry(rules[i] as CompiledRule, stored[1])));
+    // The engine decides, as every store of Floodgate does; the object keeps what it says.
+    const outcome = evaluate({ op: call.op, rules, now, cost: call.cost, leaseId: call.lease }, entries);
+    outcome.writes.forEach((entry, i) => {
+      if (entry !== undefined) this.write(keys[i] as string, entry === null ? null : [endOf(entry), encodeEntry(rules[i] as CompiledRule, entry)]);
     });
-    return {};
+    if (call.op === 'consume' && outcome.admitted && call.undo !== undefined) {
+      this.remember(
+        call.undo,
+        keys.map((key, i) => ({ key, before: before[i] ?? null, after: this.cache.get(key) ?? null })),
+      );
+    }
+    const decided: readonly Operation[] = ['consume', 'peek', 'deny'];
+    return decided.includes(call.op) ? { admitted: outcome.admitted ? 1 : 0, verdicts: outcome.verdicts.map(encodeVerdict) } : {};
   }
 
-  /** Notes what a consume that may be undone wrote (the entries now in memory), for a few recent consumes. */
-  private remember(token: string, changes: { key: string; before: Entry | null; after: Entry | null }[]): void {
-    for (const change of changes) change.after = this.cache.get(change.key) ?? null;
+  /** Notes what a consume that may be undone replaced and wrote, for a few recent consumes. */
+  private remember(token: string, changes: { key: string; before: Stored | null; after: Stored | null }[]): void {
     if (this.undoable.size >= 256) this.undoable.delete(this.undoable.keys().next().value as string);
     this.undoable.set(token, changes);
   }
@@ -268,40 +213,6 @@ export class FloodgateDurableObject {
     if (changes === undefined || !changes.every(({ key, after }) => this.cache.get(key) === after)) return false;
     for (const { key, before } of changes) this.write(key, before);
     return true;
-  }
-
-  /**
-   * Gives `cost` units back to a key's state. Its block stays: a refund
-   * lifts none. A refund never makes a state last longer: its expiry stays.
-   */
-  private refund(key: string, entry: Entry | null, rule: CompiledRule, now: number, cost: number): void {
-    if (entry === null) return;
-    if (entry.state === null) {
-      // Only blocked: nothing to give back; a block no longer remembered is forgotten (as MemoryStore forgets it).
-      if (remembered(entry, now) === undefined) this.remove([key]);
-      return;
-    }
-    const state = refundStep(rule, entry.state, now, cost);
-    // The same state back: another rule's state under this name (another grid), or leases still held: left as it is.
-    if (state !== entry.state) this.keep(key, entry, state, entry.expiresAt, now);
-  }
-
-  /**
-   * Writes a key's new state (null: none), until `expiresAt`, with the
-   * block it had while that is remembered; a block no longer remembered is
-   * dropped as the state is written, as MemoryStore and the Redis library
-   * drop it, so that a clock that goes back later finds it gone in every store.
-   */
-  private keep(key: string, entry: Entry | null, state: RuleState, expiresAt: number, now: number): void {
-    const block = remembered(entry, now);
-    if (block !== undefined) this.write(key, { state, expiresAt: state === null ? block.forgetAt : expiresAt, block });
-    else this.write(key, state === null ? null : { state, expiresAt });
-  }
-
-  /** Starts a block of a key (a denied call), beside whatever state it holds. */
-  private block(key: string, entry: Entry | null, block: Block): void {
-    const state = entry?.state ?? null;
-    this.write(key, { state, expiresAt: state === null ? block.forgetAt : (entry as Entry).expiresAt, block });
   }
 
   /** Lets the oldest entries go from memory (storage keeps them) once there are more than maxCachedEntries. */
@@ -330,7 +241,7 @@ export class FloodgateDurableObject {
       if (key === CLOCK || this.cache.has(key)) continue;
       const value = found.get(key);
       // A value this object could not have written reads as no state, and is overwritten by the next call.
-      this.cache.set(key, isEntry(value) ? value : null);
+      this.cache.set(key, isStored(value) ? value : null);
     }
   }
 
@@ -352,14 +263,14 @@ export class FloodgateDurableObject {
    * output gate holds the answer until storage has the write, and orders
    * reads after it, so that the next call can decide from memory at once.
    */
-  private write(key: string, entry: Entry | null): void {
-    if (entry === null) {
+  private write(key: string, stored: Stored | null): void {
+    if (stored === null) {
       this.remove([key]);
       return;
     }
-    this.cache.set(key, entry);
-    void this.storage.put({ [key]: entry });
-    this.alarmFor(endOf(entry));
+    this.cache.set(key, stored);
+    void this.storage.put({ [key]: stored });
+    this.alarmFor(stored[0]);
   }
 
   private remove(keys: readonly string[]): void {
@@ -388,8 +299,8 @@ export class FloodgateDurableObject {
     await this.eachEntry(async (page) => {
       const ended: string[] = [];
       for (const [key, value] of page) {
-        if (!isEntry(value) || endOf(value) <= now) ended.push(key);
-        else next = Math.min(next, endOf(value));
+        if (!isStored(value) || value[0] <= now) ended.push(key);
+        else next = Math.min(next, value[0]);
       }
       if (ended.length > 0) this.remove(ended);
     });

@@ -1,5 +1,6 @@
 import { type CompiledRule, ErrorCodes, FloodgateError, type RuleDecision, type RuleSet, type Store, type StoreKeys } from '@floodgate/core';
-import { admittedDecision, unchangedDecision, vectorAlgorithms } from '@floodgate/core/internal';
+import { vectorAlgorithms } from '@floodgate/core/internal';
+import { decisionsOf, STATE_VERSION } from '@floodgate/core/store';
 import { type Answer, type Call, callUrl, decodeVerdict, type Operation, ruleOptionsOf } from './protocol.js';
 
 /** A Durable Object stub, as `namespace.get(id)` hands it out: only its fetch is used. */
@@ -191,9 +192,10 @@ export class DurableObjectStore implements Store {
     let prepared = this.prepared.get(ruleSet);
     if (prepared === undefined) {
       // As MemoryStore's tables: state is found by what shapes it (rule name, algorithm, state size),
-      // so a hot update that keeps a rule's name and algorithm keeps its keys' state.
+      // so a hot update that keeps a rule's name and algorithm keeps its keys' state; and by the
+      // version of the encoding its value is in, so that no build reads another's encoding.
       prepared = {
-        heads: ruleSet.rules.map((rule) => `e:${ruleSet.prefix}\u0000${rule.name}\u0000${rule.algorithm}\u0000${shapeOf(rule)}\u0000`),
+        heads: ruleSet.rules.map((rule) => `e:v${STATE_VERSION}\u0000${ruleSet.prefix}\u0000${rule.name}\u0000${rule.algorithm}\u0000${shapeOf(rule)}\u0000`),
         options: ruleSet.rules.map(ruleOptionsOf),
       };
       this.prepared.set(ruleSet, prepared);
@@ -267,12 +269,12 @@ export class DurableObjectStore implements Store {
    */
   private decisions(ruleSet: RuleSet, batches: Batch[], replies: Verdicts[], how: 'admitted' | 'unchanged' | 'peek'): RuleDecision[] {
     const decisions = new Array<RuleDecision>(ruleSet.rules.length);
+    const op = how === 'admitted' ? 'consume' : how === 'peek' ? 'peek' : 'deny';
     batches.forEach((batch, b) => {
-      const verdicts = replies[b] as Verdicts;
-      batch.rules.forEach((i, at) => {
-        const rule = ruleSet.rules[i] as CompiledRule;
-        const v = verdicts[at] as Verdicts[number];
-        decisions[i] = how === 'admitted' ? admittedDecision(rule, v) : unchangedDecision(rule, v, how === 'peek');
+      const rules = batch.rules.map((i) => ruleSet.rules[i] as CompiledRule);
+      const verdicts = (replies[b] as Verdicts).map((v) => ({ ...v, ttlMs: 0 }));
+      decisionsOf({ op, rules }, { admitted: how === 'admitted', verdicts }).forEach((decision, at) => {
+        decisions[batch.rules[at] as number] = decision;
       });
     });
     return decisions;

@@ -1,6 +1,6 @@
 /*
  * @floodgate/cloudflare's DurableObjectStore as a store for tests that run
- * in Node (the store conformance suite of @floodgate/core): the store runs
+ * in Node (the store contract of @floodgate/core/testing): the store runs
  * inside workerd, in a Worker with a real Durable Object namespace
  * (packages/cloudflare/src/test-support/store-host.ts), and each Store method
  * called here is one POST to that Worker on loopback. What is tested is the
