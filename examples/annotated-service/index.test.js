@@ -34,10 +34,10 @@ test('one decorator, four rules over three scopes, one round trip to Redis per c
   assert.equal(command, 'fcall');
   assert.equal(keyCount, '4');
   assert.deepEqual(rest.slice(0, 4), [
-    'orders:{%global}:all-10s',
-    'orders:{%global}:all-60s',
-    'orders:{%ip:192.0.2.200}:per-ip',
-    'orders:{%user:u200}:per-user',
+    'orders:{%global}:all-10s:v2',
+    'orders:{%global}:all-60s:v2',
+    'orders:{%ip:192.0.2.200}:per-ip:v2',
+    'orders:{%user:u200}:per-user:v2',
   ]);
 
   const pid = Number(/^stopped redis-server \(pid (\d+)\)$/m.exec(stdout)?.[1]);

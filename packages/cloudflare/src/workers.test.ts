@@ -225,7 +225,7 @@ describe('RedisStore over @upstash/redis in workerd (through the REST bridge)', 
     const commands = bridge.requests.map((r) => r.commands.map(([name]) => name).join('+'));
     expect(commands).toEqual(['FCALL', 'FUNCTION', ...Array<string>(6).fill('FCALL')]);
     const keys = await bridge.redis.keys('fg:{x-user-id:edge-user}:*');
-    expect(keys).toEqual(['fg:{x-user-id:edge-user}:default']);
+    expect(keys).toEqual(['fg:{x-user-id:edge-user}:default:v2']);
     expect(await bridge.redis.pttl(keys[0] as string)).toBeGreaterThan(0);
   });
 });

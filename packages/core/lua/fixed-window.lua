@@ -35,9 +35,9 @@ ALGORITHMS.fw = {
     if state and not held.suffixed then
       redis.call('INCRBY', key, cost)
     elseif state then
-      store_held(key, fmt(state.count + cost), state.ms_to_end, held, clock)
+      store_held(key, 'fw', fmt(state.count + cost), state.ms_to_end, held, clock)
     else
-      store_held(key, fmt(cost), rule.window - now_of(clock) % rule.window, held, clock)
+      store_held(key, 'fw', fmt(cost), rule.window - now_of(clock) % rule.window, held, clock)
     end
   end,
 
@@ -49,7 +49,7 @@ ALGORITHMS.fw = {
     elseif not held.suffixed then
       redis.call('DECRBY', key, cost)
     else
-      store_held(key, fmt(state.count - cost), state.ms_to_end, held, clock)
+      store_held(key, 'fw', fmt(state.count - cost), state.ms_to_end, held, clock)
     end
   end,
 

@@ -53,7 +53,7 @@ local meter = {
 
 -- Stores `level` as of the state's time (`ahead` ms from now), kept until it has drained.
 local function meter_store(key, rule, level, ahead, held, clock)
-  store_held(key, fmt(level) .. ':' .. rule.tag, ahead + math.ceil(level / rule.per_ms), held, clock)
+  store_held(key, 'm', fmt(level) .. ':' .. rule.tag, ahead + math.ceil(level / rule.per_ms), held, clock)
 end
 
 meter.write = function(key, rule, state, cost, clock, lease, held)

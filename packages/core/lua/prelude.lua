@@ -14,13 +14,16 @@
 --           the TypeScript side works out every field of the decision with
 --           the memory store's own arithmetic; the other operations: {}.
 --
--- State: a key's value holds what its expiry cannot tell, and the expiry
--- (absolute, on the clock that decides) is part of the state. On Redis's own
--- clock a call reads the time from a key's TTL and writes relative expiries,
--- and needs TIME only to place a new window on the epoch's grid; on the
--- caller's clock (tests, replays) it reads and writes absolute expiries on
--- that clock. Every number is an integer below 2^53, exact in a double, as in
--- JavaScript.
+-- State: on Redis's own clock a key's value holds what its expiry cannot
+-- tell, and the expiry is part of the state: a call reads the time from a
+-- key's TTL and writes relative expiries, and needs TIME only to place a new
+-- window on the epoch's grid. On the caller's clock (tests, replays, a clock
+-- at any epoch), a string key always holds when its state ends, on that
+-- clock, in its value (the suffix below), and a sorted set its times in its
+-- scores: validity is read from the state itself, and the key's expiry, set
+-- relative (as many ms as the state needs), only frees memory, so that no
+-- clock, however far from Redis's, makes a key expire early. Every number is
+-- an integer below 2^53, exact in a double, as in JavaScript.
 
 local ALGORITHMS = {}
 
@@ -40,66 +43,40 @@ local function now_of(clock)
   return clock.now
 end
 
--- ms from now until the key's state ends, or nil when it holds no state:
--- missing, without an expiry (not ours), or ended. A key expires when its
--- state ends (the first ms it no longer matters): Redis keeps a key through
--- the ms of its expiry, and deletes one whose expiry is set to the current ms
--- at once, so no state can be set to end any sooner than the next ms.
+-- ms until the key expires, or nil when it holds no state: missing, without
+-- an expiry (not ours), or ended. On Redis's own clock that is when its state
+-- ends (Redis keeps a key through the ms of its expiry, and deletes one whose
+-- expiry is set to the current ms at once, so no state can be set to end any
+-- sooner than the next ms). On the caller's clock a string key says in its
+-- value when its state ends (read_string), and this is only how long Redis
+-- keeps it.
 local function ttl_of(key, clock)
-  local ttl
-  if clock.server then
-    ttl = redis.call('PTTL', key)
-  else
-    local at = redis.call('PEXPIRETIME', key)
-    if at < 0 then return nil end
-    ttl = at - clock.now
-  end
+  local ttl = redis.call('PTTL', key)
   if ttl <= 0 then return nil end
   return ttl
 end
 
--- Forgets a key whose state has ended on the caller's clock. Redis forgets
--- keys by its own clock only, and a caller's clock that later went back would
--- find the state alive again, where the memory store has let it go. (On
--- Redis's own clock the key is gone already.)
-local function forget_ended(key, clock)
-  if not clock.server and redis.call('EXISTS', key) == 1 then
-    local at = redis.call('PEXPIRETIME', key)
-    if at >= 0 and at <= clock.now then redis.call('DEL', key) end
-  end
-end
-
--- The absolute expiry `ms` from now. On the caller's clock it must not lie
--- behind Redis's own, which would delete the key at once and lose its state.
-local function deadline(clock, ms)
-  local at = now_of(clock) + ms
-  if not clock.server and not clock.checked then
-    local behind = server_now() - at
-    if behind > 1000 then fail('CLOCK the caller\'s clock is ' .. fmt(behind) .. ' ms behind Redis\'s') end
-    clock.checked = true
-  end
-  return at
-end
-
 -- Stores `value`, whose state ends `ms` ms from now (at least 1). On Redis's
 -- own clock, once the call has read TIME (a new window on the epoch's grid),
--- the end is absolute too: PX counts from the ms the SET runs in, which may
--- lie a ms after TIME's (Redis 7.0) or before it (7.2 reads the clock once per
--- script), and would move the window's end off the grid.
+-- the end is absolute: PX counts from the ms the SET runs in, which may lie a
+-- ms after TIME's (Redis 7.0) or before it (7.2 reads the clock once per
+-- script), and would move the window's end off the grid. On the caller's
+-- clock the expiry is relative, as many of Redis's ms as the state needs of
+-- the caller's: when the state ends is in the value.
 local function store(key, value, ms, clock)
-  if clock.server and not clock.now then
-    redis.call('SET', key, value, 'PX', ms)
+  if clock.server and clock.now then
+    redis.call('SET', key, value, 'PXAT', clock.now + ms)
   else
-    redis.call('SET', key, value, 'PXAT', deadline(clock, ms))
+    redis.call('SET', key, value, 'PX', math.max(ms, 1))
   end
 end
 
--- Sets when a key's state ends: `ms` ms from now (at least 1).
+-- Sets when a key expires: `ms` ms from now (at least 1).
 local function keep(key, ms, clock)
-  if clock.server and not clock.now then
-    redis.call('PEXPIRE', key, ms)
+  if clock.server and clock.now then
+    redis.call('PEXPIREAT', key, clock.now + ms)
   else
-    redis.call('PEXPIREAT', key, deadline(clock, ms))
+    redis.call('PEXPIRE', key, math.max(ms, 1))
   end
 end
 
@@ -135,8 +112,11 @@ local function expires(key) return redis.call('PTTL', key) >= 0 end
 --                    stateEnd being when the state ends (0: there is none);
 --   a sorted set     the member "!<ends>:<length>:<strike>:<forget>", scored
 --                    -inf: below every time, so out of every range of times.
--- A key holds no block unless one of its rules has blockMs. A block no
--- longer remembered is dropped the next time the key's state is written.
+-- On the caller's clock every string key has the suffix, with "0:0:0:0" for
+-- no block (see store_held). A block no longer remembered is dropped the next
+-- time the key's state is written.
+
+local NO_BLOCK = '0:0:0:0'
 
 local function block_of(text)
   local ends, length, strike, forget = string.match(text or '', '^(%d+):(%d+):(%d+):(%d+)$')
@@ -181,23 +161,29 @@ end
 -- A string key as its algorithm `tag` reads it: the state's text (`raw`),
 -- ms until the state ends (`ttl`: nil when it holds none, or it has ended),
 -- and its block while remembered; nil for a missing key or one of another
--- type.
+-- type. `ended`: the key is over (its state has ended and its block is
+-- forgotten) on the caller's clock, where Redis may still hold it.
 local function read_string(key, tag, clock)
   local raw = get_string(key)
   if not raw then return nil end
   local bar = string.find(raw, '|', 1, true)
   if not bar then return { tag = tag, raw = raw, ttl = ttl_of(key, clock), key = key } end
   local held = { tag = tag, suffixed = true }
-  local written_by, state_end, block = string.match(string.sub(raw, bar + 1), '^(%a+):(%d+):(.*)$')
-  state_end, block = integer(state_end), block_of(block)
+  local written_by, state_end, text = string.match(string.sub(raw, bar + 1), '^(%a+):(%d+):(.*)$')
+  local block = block_of(text)
+  state_end = integer(state_end)
   -- Another algorithm's key, or one that reads as nothing: no state, no block.
-  if written_by ~= tag or not (state_end and block) then return held end
+  if written_by ~= tag or not state_end or not (block or text == NO_BLOCK) then return held end
   held.raw, held.state_end = string.sub(raw, 1, bar - 1), state_end
-  -- A key that has ended on the caller's clock (its expiry covers the state
-  -- and the block): its state's text stays readable, as a plain key's does,
-  -- so that a rule on another grid knows it is not its own.
-  if not ttl_of(key, clock) then return held end
   local now = now_of(clock)
+  -- A key that is over: its state's text stays readable, as a plain key's
+  -- does, so that a rule on another grid knows it is not its own.
+  if clock.server then
+    if not ttl_of(key, clock) then return held end
+  elseif math.max(state_end, block and block.forget or 0) <= now then
+    held.ended = true
+    return held
+  end
   held.block = remembered(block, clock)
   if state_end > now then held.ttl = state_end - now end
   return held
@@ -209,17 +195,20 @@ local function state_end_of(held, clock)
   if not (held and held.raw and held.raw ~= '') then return 0 end
   if held.suffixed then return held.state_end end
   if held.ttl then return now_of(clock) + held.ttl end
-  if clock.server then return 0 end -- on Redis's own clock an ended key is gone
-  return math.max(redis.call('PEXPIRETIME', held.key), 0)
+  return 0 -- on Redis's own clock an ended key is gone
 end
 
--- Stores a string state that ends `ms` from now (at least 1), with the key's
--- block while it is remembered.
-local function store_held(key, value, ms, held, clock)
+-- Stores a string state of the algorithm `tag` that ends `ms` from now (at
+-- least 1), with the key's block while it is remembered; on the caller's
+-- clock, always with the suffix that says when the state ends.
+local function store_held(key, tag, value, ms, held, clock)
   local block = held and held.block
-  if not block then return store(key, value, ms, clock) end
+  if not block then
+    if clock.server then return store(key, value, ms, clock) end
+    return store(key, value .. '|' .. tag .. ':' .. fmt(now_of(clock) + ms) .. ':' .. NO_BLOCK, ms, clock)
+  end
   local now = now_of(clock)
-  store(key, value .. '|' .. held.tag .. ':' .. fmt(now + ms) .. ':' .. block_text(block), math.max(ms, block.forget - now), clock)
+  store(key, value .. '|' .. tag .. ':' .. fmt(now + ms) .. ':' .. block_text(block), math.max(ms, block.forget - now), clock)
 end
 
 -- Forgets a string key's state; the key stays for its block while remembered.
@@ -238,12 +227,14 @@ local function block_string(key, tag, held, block, clock)
   store(key, raw .. '|' .. tag .. ':' .. fmt(state_end) .. ':' .. block_text(block), math.max(state_end, block.forget) - now, clock)
 end
 
--- A refund that finds no state to give back to: forgets a key whose state
--- and block have ended (see forget_ended), and an ended state beside a
--- block still remembered, as the memory store forgets them.
+-- A refund that finds no state to give back to: forgets a key that is over
+-- on the caller's clock (Redis forgets keys by its own clock only, and a
+-- caller's clock that later went back would find the state alive again,
+-- where the memory store has let it go), and an ended state beside a block
+-- still remembered, as the memory store forgets them.
 local function refund_nothing(key, held, clock)
   if held and held.block and held.raw and held.raw ~= '' then return drop_state(key, held, clock) end
-  forget_ended(key, clock)
+  if held and held.ended then redis.call('DEL', key) end
 end
 
 -- The block member of a sorted set: its name if the set has one (remembered

@@ -63,7 +63,7 @@ local function sw_store(key, rule, counts, ends_in, held, clock)
   for i = 0, rule.segments do fields[i + 2] = fmt(counts[i]) end
   local text = table.concat(fields, ':')
   if held and not held.suffixed and held.ttl == ends_in + rule.window then return redis.call('SET', key, text, 'KEEPTTL') end
-  store_held(key, text, ends_in + rule.window, held, clock)
+  store_held(key, 'sw', text, ends_in + rule.window, held, clock)
 end
 
 sliding_window.write = function(key, rule, state, cost, clock, lease, held)

@@ -52,7 +52,7 @@ describe('rateLimit with a RedisStore', () => {
           .set('x-user-id', 'bob')
       ).status,
     ).toBe(200);
-    expect(await redis.exists('fg:{x-user-id:ada}:per-minute', 'fg:{x-user-id:ada}:per-hour')).toBe(2);
+    expect(await redis.exists('fg:{x-user-id:ada}:per-minute:v2', 'fg:{x-user-id:ada}:per-hour:v2')).toBe(2);
   });
 
   it('refuses a second limiter that would share counters on one store (ERR_FG_STORE_REUSE), and keeps limiters with their own prefix apart', async () => {

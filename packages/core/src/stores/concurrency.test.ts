@@ -17,7 +17,7 @@ describe('concurrency rules', () => {
     // Real time is the point: the dead worker's leases must run out on Redis's clock. Each step is timed
     // from the lease expiries Redis holds, not from nominal sleeps, with half a window of slack.
     const windowMs = 4_000;
-    const key = 'crash:{worker-key}:default';
+    const key = 'crash:{worker-key}:default:v2';
     const worker = fileURLToPath(new URL('../test-support/lease-worker.ts', import.meta.url));
     const child = spawn(process.execPath, ['--import', 'tsx', worker, String(redis.server.port), 'crash:', '3', String(windowMs)], {
       cwd: fileURLToPath(new URL('../..', import.meta.url)),
@@ -101,7 +101,7 @@ describe('concurrency rules', () => {
       ],
       // The limiter's clock stands still: the minute cannot end between the two calls.
       store: new RedisStore({ client: redis.client, clock: 'client' }),
-      now: () => Date.UTC(2100, 0, 1, 0, 0, 30), // ahead of Redis's clock, as clock: 'client' needs
+      now: () => Date.UTC(2100, 0, 1, 0, 0, 30),
       timeoutMs,
       prefix: 'mixed:',
     });
@@ -109,6 +109,6 @@ describe('concurrency rules', () => {
     const denied = await limiter.consume('k');
     expect(denied).toMatchObject({ allowed: false, rule: 'per-minute' });
     expect(denied.rules[0]).toMatchObject({ name: 'in-flight', allowed: true, remaining: 9 });
-    expect(await redis.client.zcard('mixed:{k}:in-flight')).toBe(2); // one lease, and '#' (the units in use)
+    expect(await redis.client.zcard('mixed:{k}:in-flight:v2')).toBe(2); // one lease, and '#' (the units in use)
   });
 });

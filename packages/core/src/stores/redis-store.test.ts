@@ -9,7 +9,7 @@ import { assembleLibrary, renderModule } from '../../scripts/build-lua.mjs';
 import type { Decision } from '../decision.js';
 import { createLimiter, type Limiter } from '../limiter.js';
 import type { LimiterOptions } from '../options.js';
-import { algorithms, type RuleOptions } from '../rules.js';
+import { algorithms, compileRules, type RuleOptions } from '../rules.js';
 import { algorithmNames } from '../test-support/arbitraries.js';
 import { LIBRARY } from './redis/library.generated.js';
 import { type IoRedisPipeline, RedisStore } from './redis-store.js';
@@ -54,6 +54,16 @@ async function commandsSent(client: Redis, action: () => Promise<unknown>): Prom
   monitor.disconnect();
   duplicate.disconnect();
   return commands;
+}
+
+/**
+ * A key of the limiter's clock (clock: 'client') expires in Redis `ms` after it was written, less what
+ * has passed since (its expiry only frees memory: when its state ends is in its value).
+ */
+async function expectExpiry(key: string, ms: number, what?: string): Promise<void> {
+  const ttl = await redis.pttl(key);
+  expect(ttl, what).toBeLessThanOrEqual(ms);
+  expect(ttl, what).toBeGreaterThan(ms - 1000);
 }
 
 /** A limiter on `client` that records every store error and lets nothing through on one. */
@@ -155,6 +165,35 @@ describe('the Redis library', () => {
       expect(errors).toEqual([]);
     });
 
+    it('shares a Redis with a build of another state format (issue #29.2): each counts under its own keys, and neither overwrites the other', async () => {
+      // The build before this one kept the same rules under keys without a format version (`{k}:rule`), and read
+      // a value it could not read as no state, then overwrote it: with a newer build writing block-suffixed values
+      // there, two builds admitted 357 calls at a limit of 50. Its calls are made here as it made them: the
+      // library called on its keys.
+      const prefix = fresh('formats');
+      const store = new RedisStore({ client });
+      const rule: RuleOptions = { algorithm: 'fixed-window', limit: 50, windowMs: 3_600_000, blockMs: 600_000 };
+      const { limiter, errors } = strictLimiter({ ...rule, store, prefix });
+      const [current] = store.keysOf('k', { prefix, rules: limiter.rules, now: frozen });
+      const older = `${prefix}{k}:default`;
+      expect(current).toBe(`${older}:v2`);
+      await limiter.peek('warm'); // the library is loaded
+      const olderCall = async () => ((await client.call('FCALL', LIBRARY.write, 1, older, 'consume', '', 1, '', 'fw:50:3600000|600000:0')) as number[])[0];
+      let olderAdmitted = 0;
+      let currentAdmitted = 0;
+      for (let i = 0; i < 100; i++) {
+        const [mine, theirs] = await Promise.all([limiter.consume('k'), olderCall()]);
+        if (mine.allowed) currentAdmitted++;
+        if (theirs === 1) olderAdmitted++;
+      }
+      expect([currentAdmitted, olderAdmitted]).toEqual([50, 50]);
+      // Both keys hold a block now; this build's calls leave the older build's key byte for byte as it is.
+      const theirs = await client.dumpBuffer(older);
+      for (let i = 0; i < 5; i++) expect((await limiter.consume('k')).blocked).toBeDefined();
+      expect((await client.dumpBuffer(older))?.equals(theirs as Buffer)).toBe(true);
+      expect(errors).toEqual([]);
+    });
+
     /** The writes `client` makes to its socket while `action` runs. */
     async function socketWrites(client: Redis, action: () => Promise<unknown>): Promise<number> {
       const stream = client.stream;
@@ -205,17 +244,26 @@ describe('the Redis library', () => {
 
     it('runs the calls of a batch on when one of them fails, and answers that one with its own error', async () => {
       const store = new RedisStore({ client, clock: 'client' });
-      const now = { limit: 5, windowMs: 60_000, store, prefix: fresh('turn-fail') };
-      const ahead = strictLimiter({ ...now, now: frozen });
-      const behind = strictLimiter({ ...now, now: () => Date.UTC(2020, 0, 1) }); // refused: its expiries would lie in Redis's past
+      const prefix = fresh('turn-fail');
+      const ahead = strictLimiter({ limit: 5, windowMs: 60_000, store, prefix, now: frozen });
+      // A call the library refuses: a lease whose id does not start with its cost (the limiter never makes one).
+      const leases = { prefix, rules: compileRules([{ name: 'lease', algorithm: 'concurrency', limit: 5, windowMs: 60_000 }]), now: frozen };
       const sent = await commandsSent(client, async () => {
-        const decisions = await Promise.all([ahead.limiter.consume('a'), ahead.limiter.consume('b'), behind.limiter.consume('c'), ahead.limiter.consume('b')]);
-        expect(decisions.map((d) => d.allowed)).toEqual([true, true, false, true]);
-        expect(decisions.map((d) => d.remaining)).toEqual([4, 4, 0, 3]);
+        const [a, b, refused, again] = await Promise.allSettled([
+          ahead.limiter.consume('a'),
+          ahead.limiter.consume('b'),
+          store.consume('c', leases, 2, FUTURE, '1.forged'),
+          ahead.limiter.consume('b'),
+        ]);
+        expect([a, b, again].map((d) => d.status === 'fulfilled' && [d.value.allowed, d.value.remaining])).toEqual([
+          [true, 4],
+          [true, 4],
+          [true, 3],
+        ]);
+        expect(refused).toMatchObject({ status: 'rejected', reason: { message: expect.stringMatching(/a lease id starts with its cost/) } });
       });
       expect(sent.map(([name, fn]) => `${name} ${fn}`)).toEqual([`fcall ${LIBRARY.write}`, `fcall ${LIBRARY.many}`]);
       expect(ahead.errors).toEqual([]);
-      expect(behind.errors).toEqual([expect.objectContaining({ code: 'ERR_FG_OPTION', message: expect.stringMatching(/ms behind Redis's/) })]);
     });
 
     it('loads the library once again for a whole turn of calls that found it missing (FUNCTION FLUSH), and decides them all', async () => {
@@ -610,7 +658,7 @@ describe('RedisStore', () => {
       await limiter.consume('k');
       expect((await limiter.consume('k')).blocked?.started, rule.algorithm).toBe(true);
       const [key] = store.keysOf('k', { prefix, rules: limiter.rules, now: frozen });
-      expect((await redis.pexpiretime(key as string)) - FUTURE, JSON.stringify(rule)).toBe(expiresIn);
+      await expectExpiry(key as string, expiresIn, JSON.stringify(rule));
     }
   });
 
@@ -624,11 +672,12 @@ describe('RedisStore', () => {
     await limiter.consume('k'); // blocked until FUTURE + 60 s
     await limiter.refund('k');
     expect(await redis.get(key as string)).toBe(`|m:0:${FUTURE + 60_000}:60000:1:${FUTURE + 60_000}`);
-    expect((await redis.pexpiretime(key as string)) - FUTURE).toBe(60_000);
+    await expectExpiry(key as string, 60_000);
     now += 60_000;
     expect((await limiter.consume('k')).allowed).toBe(true);
-    expect(await redis.get(key as string)).toBe('10000:10000:1'); // no block left to remember: a plain state again
-    expect((await redis.pexpiretime(key as string)) - FUTURE).toBe(70_000);
+    // No block left to remember: the state alone, and when it ends on the limiter's clock.
+    expect(await redis.get(key as string)).toBe(`10000:10000:1|m:${FUTURE + 70_000}:0:0:0:0`);
+    await expectExpiry(key as string, 10_000);
   });
 
   it('blocks on Redis’s own clock: a block of 300 ms ends 300 ms after the breach, whatever the limiter’s clock says', async () => {
@@ -684,8 +733,14 @@ describe('RedisStore', () => {
     const { limiter } = strictLimiter({ rules, store, prefix, now: frozen });
     expect((await limiter.consume('k')).allowed).toBe(true);
     const keys = store.keysOf('k', { prefix, rules: limiter.rules, now: frozen });
-    const expiries = await Promise.all(keys.map((key) => redis.pexpiretime(key)));
-    expect(expiries.map((at) => at - FUTURE)).toEqual(ends);
+    // On the limiter's clock a key expires as long after the call as its state needs, counted from when Redis
+    // wrote it (its expiry only frees memory: when the state ends is read from the state itself).
+    const before = Date.now();
+    const clientTtls = await Promise.all(keys.map((key) => redis.pttl(key)));
+    clientTtls.forEach((ttl, i) => {
+      expect(ttl, rules[i]?.name).toBeLessThanOrEqual(ends[i] as number);
+      expect(ttl, rules[i]?.name).toBeGreaterThan((ends[i] as number) - (Date.now() - before) - 1000);
+    });
     // On Redis's own clock the same rules end as long after the call, less what has passed since;
     // windows end on the epoch's grid, so theirs depend on the time of day.
     const serverPrefix = fresh('server-ends');
@@ -723,18 +778,39 @@ describe('RedisStore', () => {
     expect(denied.retryAfterMs).toBeLessThanOrEqual(60_000);
   });
 
-  it("refuses a client clock behind Redis's: its absolute expiries would delete the keys at once", async () => {
-    const { limiter, errors } = strictLimiter({
-      limit: 5,
-      windowMs: 60_000,
-      store: new RedisStore({ client: redis, clock: 'client' }),
-      prefix: fresh('behind'),
-      now: () => Date.UTC(2020, 0, 1),
-    });
-    const decision = await limiter.consume('k');
-    expect(decision).toMatchObject({ allowed: false });
-    expect(errors[0]).toMatchObject({ code: 'ERR_FG_OPTION' });
-    expect(errors[0]?.message).toMatch(/ms behind Redis's/);
+  it("decides with a client clock behind Redis's as the memory store does (issue #29.1): no key expires early, no clock is a store error", async () => {
+    // 10 a second with the limiter's clock 500 ms behind Redis's, then frozen in 2020: every algorithm admits what
+    // the memory store admits on the same clock values, and never answers a store error that onStoreError would admit.
+    for (const [name, clock] of [
+      ['500 ms behind', () => Date.now() - 500],
+      ['frozen in 2020', () => Date.UTC(2020, 0, 1)],
+      ['at the epoch', () => 0],
+    ] as const) {
+      for (const algorithm of algorithmNames) {
+        const rule = { algorithm, limit: 10, windowMs: 1_000 } as const;
+        let now = clock();
+        const at = () => now;
+        const prefix = fresh(`behind-${algorithm}`);
+        const { limiter, errors } = strictLimiter({
+          ...rule,
+          store: new RedisStore({ client: redis, clock: 'client' }),
+          prefix,
+          now: at,
+          onStoreError: 'allow',
+        });
+        const memory = createLimiter({ ...rule, now: at });
+        let onRedis = 0;
+        let inMemory = 0;
+        for (let i = 0; i < 40; i++) {
+          now = clock() + i * 20; // 40 calls over 800 ms of the limiter's clock, whatever Redis's says
+          if ((await limiter.consume('k')).allowed) onRedis++;
+          if ((await memory.consume('k')).allowed) inMemory++;
+        }
+        expect(errors, `${algorithm}, ${name}`).toEqual([]);
+        expect(onRedis, `${algorithm}, ${name}`).toBe(inMemory);
+        expect(onRedis, `${algorithm}, ${name}`).toBeLessThan(40);
+      }
+    }
   });
 
   it('starts over after FLUSHALL without an error (the state is gone, the library is still loaded)', async () => {
@@ -991,12 +1067,12 @@ describe('RedisStore against hostile calls and state', () => {
             `redis.register_function{ function_name = '${LIBRARY.readOnly}', callback = function() return 0 end, flags = { 'no-writes' } }`,
           ].join('\n'),
         );
-        await client.set(`${prefix}{k}:default`, '3', 'PX', 60_000);
+        await client.set(`${prefix}{k}:default:v2`, '3', 'PX', 60_000);
         const decision = await limiter.consume('k');
         expect(decision.storeError, JSON.stringify(answer)).toMatchObject({ code: 'ERR_FG_STORE_REPLY' });
         expect(decision.allowed).toBe(false); // onStoreError: 'deny'
         await new Promise((resolve) => setTimeout(resolve, 20));
-        expect(await client.exists(`${prefix}{k}:default`), 'the key was reset').toBe(0);
+        expect(await client.exists(`${prefix}{k}:default:v2`), 'the key was reset').toBe(0);
       }
       expect(errors).toHaveLength(answers.length);
       await client.call('FUNCTION', 'LOAD', 'REPLACE', LIBRARY.functions);

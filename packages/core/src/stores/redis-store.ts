@@ -22,11 +22,11 @@ export interface RedisStoreOptions {
   prefix?: string;
   /**
    * Whose clock decides. `'server'` (default): Redis's own, so app servers'
-   * clocks never matter. `'client'`: the limiter's `now()`, for tests and
-   * replays. Expiries are then absolute times on that clock, so it must not
-   * run behind Redis's (a call fails with ERR_FG_OPTION when it is more than
-   * a second behind): a test clock should start at or after the present.
-   * Every instance sharing keys must use the same clock.
+   * clocks never matter. `'client'`: the limiter's `now()`, at any epoch
+   * (tests, replays, a frozen clock), deciding as the memory store does with
+   * the same values: each key's value says when its state ends on that
+   * clock, and its expiry in Redis only frees memory, as many ms after the
+   * call as the state needs. Every instance sharing keys must use the same clock.
    * @defaultValue 'server'
    */
   clock?: 'server' | 'client';
@@ -42,6 +42,14 @@ export interface RedisStoreOptions {
   mode?: 'functions' | 'scripts';
 }
 
+/**
+ * The layout of the library's values, named in every key: a build that lays them out differently
+ * bumps it, so that builds sharing a Redis never read, or overwrite, each other's state: during a
+ * rolling deploy each counts under its own keys, until the older build is gone. 1: keys without a
+ * version (up to 2026-11); 2: on the caller's clock, a string key's value says when its state ends.
+ */
+const FORMAT = 2;
+
 /** The library's functions (and scripts): see RedisLibrary. */
 type Entry = 'write' | 'readOnly' | 'fast';
 
@@ -50,7 +58,7 @@ type Operation = 'consume' | 'peek' | 'deny' | 'refund' | 'release' | 'reset' | 
 
 /** Per rule set: the parts of its Redis keys and how its rules speak with the library. */
 interface Prepared {
-  /** Per rule: the part of its Redis key after the store key (`}:<rule name>`). */
+  /** Per rule: the part of its Redis key after the store key (`}:<rule name>:v<FORMAT>`). */
   readonly suffixes: readonly string[];
   readonly views: readonly RuleView[];
   /**
@@ -130,16 +138,10 @@ const rethrowLibraryError = (error: unknown): never => {
 function libraryError(error: unknown): unknown {
   if (error instanceof BatchError) return error; // the whole batch failed, not a key's state
   const message = messageOf(error);
-  const clock = /FG_CLOCK (.*)/.exec(message);
-  if (clock !== null) {
-    return new FloodgateError(
-      ErrorCodes.OPTION,
-      `RedisStore with clock: 'client' writes expiries on the limiter's clock, and ${clock[1]}: the keys would expire at once. Use a clock at or after the present, or the server clock.`,
-      { cause: error },
-    );
-  }
   if (/user_function|user_script|Error running script/.test(message)) {
-    return new FloodgateError(ErrorCodes.STORE_REPLY, `The Redis library failed on a key's state: ${message}`, { cause: error });
+    // Where Redis raised it ("script: fg_..., on @user_function:311.") says nothing to the reader: the error keeps it as its cause.
+    const said = message.replace(/\s*script: \S+, on @user_(?:function|script):\d+\.?\s*$/, '');
+    return new FloodgateError(ErrorCodes.STORE_REPLY, `The Redis library failed on a key's state: ${said}`, { cause: error });
   }
   return error;
 }
@@ -149,7 +151,7 @@ function libraryError(error: unknown): unknown {
  * Every algorithm runs in Floodgate's Redis library (packages/core/lua),
  * loaded once as Redis 7 Functions: all rules of a call are decided in one
  * FCALL (one round trip), all or nothing. Keys are
- * `${prefix}${limiterPrefix}{${key}}:${rule}`: the key is a Cluster hash tag,
+ * `${prefix}${limiterPrefix}{${key}}:${rule}:v2`: the key is a Cluster hash tag,
  * so the rules of one key live in one slot; every key expires when its state
  * would read as empty.
  *
@@ -410,7 +412,7 @@ export class RedisStore implements Store {
       const views = ruleSet.rules.map(viewOf);
       const fast = this.serverClock && views.every((view) => view.fast);
       const replySize = 1 + views.reduce((sum, view) => sum + view.size, 0);
-      prepared = { suffixes: ruleSet.rules.map((rule) => `}:${rule.name}`), views, fast, replySize };
+      prepared = { suffixes: ruleSet.rules.map((rule) => `}:${rule.name}:v${FORMAT}`), views, fast, replySize };
       this.prepared.set(ruleSet, prepared);
     }
     return prepared;
