@@ -25,6 +25,7 @@ export {
 export { type AccessList, compileAccessList } from './http/lists.js';
 export {
   createRateLimitFlow,
+  type Denial,
   type HandlerSignals,
   handlerSignals,
   type KeyOption,

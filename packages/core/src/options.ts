@@ -237,19 +237,26 @@ const knownAliases: Record<string, string> = {
   limiter: "to share a limiter pass it to the adapter's rateLimit({ limiter }); createLimiter takes rules",
   timeout: "Floodgate calls it 'timeoutMs'",
   blockDuration: "Floodgate calls it 'blockMs' (milliseconds, not seconds), a rule option",
+  requestPropertyName: 'the decision is always req.rateLimit (Express), ctx.state.rateLimit (Koa), c.get("rateLimit") (Hono), request.rateLimit (Fastify)',
+  identifier: "the policy the draft headers name is each rule's name (rules: [{ name: 'api', ... }])",
+  requestWasSuccessful: 'skipSuccessfulRequests and skipFailedRequests count a status below 400 as a success',
+  ipv6Subnet: 'pass it to the key: key: keyBy.ip({ ipv6Subnet: 56 })',
 };
 
-/** Throws ERR_FG_UNKNOWN_OPTION for a key outside `allowed`, with a hint where one helps. */
+/**
+ * Throws ERR_FG_UNKNOWN_OPTION naming every key outside `allowed`, each with a hint where one helps: a
+ * port from another library finds all its renames in one error, not one per rebuild.
+ */
 export function rejectUnknownKeys(options: object, allowed: ReadonlySet<string>, where: string, elsewhere?: ReadonlySet<string>, elsewhereHint?: string): void {
-  for (const key of Object.keys(options)) {
-    if (allowed.has(key)) continue;
+  const unknown = Object.keys(options).filter((key) => !allowed.has(key));
+  if (unknown.length === 0) return;
+  const named = unknown.map((key) => {
     // Own properties only: a name like 'constructor' must not find Object.prototype's.
     const hint = Object.hasOwn(knownAliases, key) ? knownAliases[key] : elsewhere?.has(key) ? elsewhereHint : undefined;
-    throw new FloodgateError(
-      ErrorCodes.UNKNOWN_OPTION,
-      `${where} has no option '${key}'${hint ? `: ${hint}` : ''}. Known options: ${[...allowed].join(', ')}.`,
-    );
-  }
+    return `'${key}'${hint ? ` (${hint})` : ''}`;
+  });
+  const what = unknown.length === 1 ? `no option ${named[0]}` : `no options ${named.slice(0, -1).join(', ')} and ${named[named.length - 1]}`;
+  throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `${where} has ${what}. Known options: ${[...allowed].join(', ')}.`);
 }
 
 export function isStore(value: unknown): value is Store {

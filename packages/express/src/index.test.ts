@@ -57,6 +57,79 @@ describe.each(frameworks)('%s specifics', (_, express) => {
     await request(app).get('/').set('x-forwarded-for', '198.51.100.1').expect(429);
   });
 
+  it('ports from express-rate-limit in one go: every unknown option named in one error, each with its Floodgate name (issue #29.8)', () => {
+    const erl = {
+      windowMs: 60_000,
+      max: 100,
+      keyGenerator: () => 'k',
+      standardHeaders: 'draft-7',
+      legacyHeaders: false,
+      requestPropertyName: 'limit',
+      identifier: 'api',
+    };
+    let thrown: (Error & { code?: string }) | undefined;
+    try {
+      rateLimit(erl as never);
+    } catch (error) {
+      thrown = error as Error & { code?: string };
+    }
+    expect(thrown?.code).toBe('ERR_FG_UNKNOWN_OPTION');
+    for (const [name, hint] of [
+      ['max', "'limit'"],
+      ['keyGenerator', "'key'"],
+      ['standardHeaders', 'headers:'],
+      ['legacyHeaders', 'headers:'],
+      ['requestPropertyName', 'req.rateLimit'],
+      ['identifier', "rule's name"],
+    ]) {
+      expect(thrown?.message, name).toContain(`'${name}'`);
+      expect(thrown?.message, name).toContain(hint);
+    }
+  });
+
+  it('answers a denial through an express-rate-limit handler copied as is: handler(req, res, next, options) finds options.statusCode and options.message (issue #29.8)', async () => {
+    const app = express();
+    app.get(
+      '/',
+      rateLimit({
+        limit: 1,
+        windowMs: 60_000,
+        statusCode: 429,
+        message: 'Slow down.',
+        // express-rate-limit's own default handler, as its users copy it:
+        handler: (_req, res, _next, options) => {
+          res.status(options.statusCode).send(options.message);
+        },
+      }),
+      (_req, res) => {
+        res.send('ok');
+      },
+    );
+    await request(app).get('/').expect(200, 'ok');
+    const denied = await request(app).get('/');
+    expect([denied.status, denied.text]).toEqual([429, 'Slow down.']);
+    const defaults = express();
+    let seen: Record<string, unknown> | undefined;
+    defaults.get(
+      '/',
+      rateLimit({
+        limit: 1,
+        windowMs: 60_000,
+        handler: (_req, res, _next, options) => {
+          seen = { ...options };
+          res.status(options.statusCode).send(options.message);
+        },
+      }),
+      (_req, res) => {
+        res.send('ok');
+      },
+    );
+    await request(defaults).get('/');
+    const text = (await request(defaults).get('/').expect(429)).text;
+    expect(text).toBe('Too many requests, please try again later.');
+    expect(seen).toMatchObject({ statusCode: 429, limit: 1, windowMs: 60_000, allowed: false, rule: 'default' });
+  });
+
   it('passes request-time errors to the error path as a FloodgateError with a clear message', async () => {
     const errors: string[] = [];
     const app = express();

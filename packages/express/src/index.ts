@@ -2,6 +2,7 @@ import type { Decision } from '@floodgate/core';
 import {
   createKeyBy,
   createRateLimitFlow,
+  type Denial,
   expressProxyTrust,
   isPromise,
   joinHeader,
@@ -36,7 +37,11 @@ declare global {
 export type ExpressArgs = [req: Request, res: Response];
 
 /** A custom denial response. Rate-limit headers are already set on `res`. */
-export type ExpressHandler = (req: Request, res: Response, next: NextFunction, decision: Decision) => unknown;
+/**
+ * A custom denial handler. Its fourth argument is the decision with what express-rate-limit's handlers
+ * find in their `options` (statusCode, message, limit, windowMs): one copied from there answers as it did.
+ */
+export type ExpressHandler = (req: Request, res: Response, next: NextFunction, denial: Denial) => unknown;
 
 /** Options of `rateLimit()` for Express (see `@floodgate/core` RateLimitOptions). */
 export type ExpressRateLimitOptions = RateLimitOptions<ExpressArgs, ExpressHandler>;
@@ -70,7 +75,8 @@ function respond(flow: RateLimitFlow<ExpressArgs, ExpressHandler>, outcome: Outc
     return;
   }
   if (outcome.custom && flow.handler !== undefined) {
-    Promise.resolve(flow.handler(req, res, next, outcome.decision)).catch(next);
+    // A custom handler's deny outcome carries the Denial (createRateLimitFlow).
+    Promise.resolve(flow.handler(req, res, next, outcome.decision as Denial)).catch(next);
     return;
   }
   res.status(outcome.status).type(outcome.contentType).send(outcome.body);

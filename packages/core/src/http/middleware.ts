@@ -88,6 +88,21 @@ export interface RateLimitOptions<Args extends unknown[], Handler> extends Omit<
   validate?: ValidateOptions;
 }
 
+/**
+ * What a custom `handler` is given about a denial: the decision, and what an
+ * express-rate-limit handler finds in its `options` argument (`statusCode`,
+ * `message`, `limit` and `windowMs` of the binding rule), so that one copied
+ * from it answers as it did there.
+ */
+export interface Denial extends Decision {
+  /** The status the denial would be answered with: `statusCode` (429), or 503 when the store failed and onStoreError denied. */
+  readonly statusCode: number;
+  /** The `message` option as given (a function stays a function), or the default text. */
+  readonly message: unknown;
+  /** The binding rule's `windowMs`. */
+  readonly windowMs: number;
+}
+
 /** What the flow decided about a request; the adapter turns it into a response. */
 export type Outcome =
   | { readonly kind: 'skip' }
@@ -506,7 +521,12 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
     const storeDown = decision.storeError !== undefined && isUnmeasured(decision);
     const status = storeDown ? 503 : statusCode;
     const headers = rateLimitHeaders(reports, headersMode, status);
-    if (options.handler !== undefined) return { kind: 'deny', decision, headers, reports, status, custom: true, body: '', contentType: '' };
+    if (options.handler !== undefined) {
+      const rules = reports[reports.length - 1]?.rules ?? limiter.rules;
+      const windowMs = (rules.find((rule) => rule.name === decision.rule) ?? rules[0])?.windowMs ?? 0;
+      const denial: Denial = { ...decision, statusCode: status, message: storeDown ? STORE_DOWN_MESSAGE : message, windowMs };
+      return { kind: 'deny', decision: denial, headers, reports, status, custom: true, body: '', contentType: '' };
+    }
     let rendered = staticBody;
     if (rendered === undefined) {
       const written = storeDown ? STORE_DOWN_MESSAGE : typeof message === 'function' ? await message(...args) : message;
