@@ -20,7 +20,7 @@ declare global {
   namespace Express {
     interface Request {
       /** Set by the app's authentication middleware. */
-      user: { tenantId: string };
+      user: { tenantId: string; plan: 'free' | 'pro' };
     }
   }
 }

@@ -76,18 +76,23 @@ end
 -- spares both ends most of a call's cost: the command's parsing, dispatch
 -- and reply, and the function's entry, which cost more than fast.lua's work.
 --   KEYS  every call's keys, in turn
---   ARGV  per call: 'f' (fast_call) or 'w' (call), its number of keys and
---         of arguments, then its arguments
---   reply one reply per call; a call that failed answers its error's text,
---         a string where every other reply is an array, and the calls after
---         it run on as they would have.
+--   ARGV  the batch's tag, then per call: 'f' (fast_call) or 'w' (call),
+--         its number of keys and of arguments, then its arguments
+--   reply per call, its label ("<tag>:<n>", n from 1) and its reply: a call
+--         that failed answers its error's text, a string where every other
+--         reply is an array, and the calls after it run on as they would
+--         have. The labels let the store tell a reply that is not its call's
+--         (a proxy that reorders replies) from its own.
 local function many(keys, args)
-  local replies, k, a = {}, 1, 1
+  local tag = args[1]
+  local replies, k, a, n = {}, 1, 2, 0
   while a <= #args do
     local kind, nkeys, nargs = args[a], tonumber(args[a + 1]), tonumber(args[a + 2])
-    if not (nkeys and nargs and (kind == 'f' or kind == 'w')) then fail('ARG bad call ' .. tostring(#replies + 1) .. ' in many') end
+    n = n + 1
+    if not (nkeys and nargs and (kind == 'f' or kind == 'w')) then fail('ARG bad call ' .. fmt(n) .. ' in many') end
     local ok, reply = pcall(kind == 'f' and fast_call or call, { unpack(keys, k, k + nkeys - 1) }, { unpack(args, a + 3, a + 2 + nargs) }, false)
     if not ok then reply = type(reply) == 'table' and (reply.err or reply.ok) or tostring(reply) end
+    replies[#replies + 1] = tag .. ':' .. fmt(n)
     replies[#replies + 1] = reply
     k, a = k + nkeys, a + 3 + nargs
   end

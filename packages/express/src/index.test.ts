@@ -130,6 +130,27 @@ describe.each(frameworks)('%s specifics', (_, express) => {
     expect(seen).toMatchObject({ statusCode: 429, limit: 1, windowMs: 60_000, allowed: false, rule: 'default' });
   });
 
+  it("counts a CORS preflight and a HEAD as requests, as express-rate-limit does, and skips preflights with the README's skip (issue #29.10)", async () => {
+    const preflight = (app: ReturnType<Express>) => request(app).options('/').set('origin', 'https://app.example').set('access-control-request-method', 'POST');
+    const counted = express();
+    counted.use(rateLimit({ limit: 3, windowMs: 60_000 }));
+    counted.all('/', (_req, res) => {
+      res.send('ok');
+    });
+    await preflight(counted);
+    await request(counted).head('/').expect(200);
+    await request(counted).get('/').expect(200);
+    await request(counted).get('/').expect(429);
+    const skipped = express();
+    skipped.use(rateLimit({ limit: 1, windowMs: 60_000, skip: (req) => req.method === 'OPTIONS' && req.get('access-control-request-method') !== undefined }));
+    skipped.all('/', (_req, res) => {
+      res.send('ok');
+    });
+    for (let i = 0; i < 3; i++) expect((await preflight(skipped)).status).not.toBe(429);
+    await request(skipped).get('/').expect(200);
+    await request(skipped).get('/').expect(429);
+  });
+
   it('passes request-time errors to the error path as a FloodgateError with a clear message', async () => {
     const errors: string[] = [];
     const app = express();

@@ -149,6 +149,19 @@ describe('MemoryStore', () => {
     store.close();
   });
 
+  it('drops the tables of rules given per call once their keys have expired: distinct rule names cost memory for a window, not for good (issue #29.10)', async () => {
+    vi.useFakeTimers();
+    let now = 1_700_000_000_000;
+    const store = new MemoryStore({ sweepIntervalMs: 1000 });
+    const limiter = createLimiter({ algorithm: 'fixed-window', limit: 5, windowMs: 10_000, store, now: () => now });
+    for (let i = 0; i < 1000; i++) await limiter.consume('k', { rules: [{ name: `user-${i}`, algorithm: 'fixed-window', limit: 5, windowMs: 10_000 }] });
+    expect(store.tableCount).toBe(1000);
+    now += 10_000;
+    vi.advanceTimersByTime(2000); // two sweeps: emptied, then dropped
+    expect(store.tableCount).toBe(0);
+    store.close();
+  });
+
   it('can be collected once nobody holds it: its sweeper holds it weakly', async () => {
     const collected = new Set<number>();
     const registry = new FinalizationRegistry<number>((id) => collected.add(id));

@@ -344,7 +344,9 @@ describe('the Redis library', () => {
     expect(decisions[0]).toMatchObject({ allowed: true, remaining: 4 });
     for (const decision of decisions.slice(1)) {
       expect(decision.allowed).toBe(false);
-      expect(decision.storeError?.message).toMatch(/answered 2 calls of the library's many function with an array/);
+      expect(decision.storeError?.message).toMatch(
+        /answered 2 calls of the library's many function with an array.*not one reply per call, each labelled as it was sent/,
+      );
       expect(decision.storeError).not.toHaveProperty('code');
     }
     expect(errors).toHaveLength(2);
@@ -372,6 +374,33 @@ describe('the Redis library', () => {
     expect(sent.some((args) => args.includes('reset'))).toBe(false);
   });
 
+  it("answers each call of a batch with a store failure when a proxy reorders the replies: no call gets another's decision (issue #29.10)", async () => {
+    // A proxy that swaps the first two replies of a batch, as a broken one might: the real library behind it.
+    const server = redisServer.server.client();
+    const reordering = new Proxy(server, {
+      get(target, name) {
+        if (name !== 'fcall') return Reflect.get(target, name);
+        return async (fn: string, numKeys: number, ...rest: string[]) => {
+          const reply = (await target.fcall(fn, numKeys, ...rest)) as unknown[];
+          if (fn !== LIBRARY.many) return reply;
+          return [reply[2], reply[3], reply[0], reply[1], ...reply.slice(4)];
+        };
+      },
+    });
+    const prefix = fresh('reordered');
+    const { limiter, errors } = strictLimiter({ algorithm: 'fixed-window', limit: 5, windowMs: 60_000, store: new RedisStore({ client: reordering }), prefix });
+    await limiter.peek('warm');
+    await limiter.consume('a', { cost: 5 }); // a: nothing left
+    const [, onA, onB] = await Promise.all([limiter.consume('x'), limiter.consume('a'), limiter.consume('b')]);
+    // Swapped, a would read b's admitted decision and b a's denial: each is a store failure instead.
+    for (const decision of [onA, onB]) {
+      expect(decision?.storeError?.message).toMatch(/each labelled as it was sent/);
+      expect(decision?.allowed).toBe(false);
+    }
+    expect(errors).toHaveLength(2);
+    server.disconnect();
+  });
+
   it("reads a call's own error in a batch as it reads that error of the call alone; an error of the whole batch is no call's state error", async () => {
     // Redis ends a function's error with where it was raised; the library's many function
     // catches each call's error, which then comes without it. Neither can be made on time
@@ -380,12 +409,12 @@ describe('the Redis library', () => {
     /** The many function's reply: the call on key c fails with the error alone, others admit (a reset answers nothing). */
     const replies = (numKeys: number, keysAndArgs: string[]): unknown[] => {
       const keys = keysAndArgs.slice(0, numKeys);
-      const args = keysAndArgs.slice(numKeys);
+      const [tag, ...args] = keysAndArgs.slice(numKeys);
       const out: unknown[] = [];
-      for (let a = 0, k = 0; a < args.length; ) {
+      for (let a = 0, k = 0, n = 1; a < args.length; n++) {
         const [kind, nkeys, nargs] = [args[a], Number(args[a + 1]), Number(args[a + 2])];
         const key = keys[k] as string;
-        out.push(kind === 'w' ? [] : key.includes('{c}') ? 'ERR value is not an integer or out of range' : [1, 0, 60_000]);
+        out.push(`${tag}:${n}`, kind === 'w' ? [] : key.includes('{c}') ? 'ERR value is not an integer or out of range' : [1, 0, 60_000]);
         a += 3 + nargs;
         k += nkeys;
       }

@@ -141,17 +141,33 @@ export class BatchError extends Error {
 /** Redis refuses keys of several Cluster slots in one command: a server in cluster mode reached by a plain client, or a proxy. */
 export const crossSlot = (error: unknown) => error instanceof Error && error.message.startsWith('CROSSSLOT');
 
-/** Settles the calls sent together with `many`, one reply each: an array, or a string (the call failed, with that error). */
-function settleMany(queued: readonly Queued[], replies: unknown): void {
-  if (!Array.isArray(replies) || replies.length !== queued.length || !replies.every((reply) => Array.isArray(reply) || typeof reply === 'string')) {
+/** Whether `replies` holds, for each of `count` calls in turn, the label `<tag>:<n>` and a call's reply (an array, or an error's text). */
+function labelled(replies: unknown, tag: string, count: number): replies is unknown[] {
+  if (!Array.isArray(replies) || replies.length !== 2 * count) return false;
+  for (let i = 0; i < count; i++) {
+    const reply: unknown = replies[2 * i + 1];
+    if (replies[2 * i] !== `${tag}:${i + 1}` || !(Array.isArray(reply) || typeof reply === 'string')) return false;
+  }
+  return true;
+}
+
+/**
+ * Settles the calls sent together with `many` (tagged `tag`): one labelled reply each, an array, or a
+ * string (the call failed, with that error).
+ */
+function settleMany(queued: readonly Queued[], replies: unknown, tag: string): void {
+  if (!labelled(replies, tag, queued.length)) {
     // Not ERR_FG_STORE_REPLY, which blames the keys' state (and resets it): the server or a proxy
-    // before it does not speak the library's protocol, a store failure like any other.
-    const error = new BatchError(`Redis answered ${queued.length} calls of the library's many function with ${describe(replies)}, not one reply per call.`);
+    // before it does not speak the library's protocol (or gave a call another's reply), a store
+    // failure like any other.
+    const error = new BatchError(
+      `Redis answered ${queued.length} calls of the library's many function with ${describe(replies)}, not one reply per call, each labelled as it was sent.`,
+    );
     for (const q of queued) q.reject(error);
     return;
   }
   for (let i = 0; i < queued.length; i++) {
-    const reply: unknown = replies[i];
+    const reply: unknown = replies[2 * i + 1];
     const q = queued[i] as Queued;
     // Alone, the call's error would end with where Redis raised it, which the store reads as the
     // library failing on a key's state (see libraryError): said the same way here.
@@ -168,9 +184,9 @@ function settleMany(queued: readonly Queued[], replies: unknown): void {
 function batches(send: Connection['fcall']) {
   const state = {
     together: true,
-    settle(together: readonly Queued[], outcome: Reply): void {
+    settle(together: readonly Queued[], tag: string, outcome: Reply): void {
       outcome.then(
-        (replies) => settleMany(together, replies),
+        (replies) => settleMany(together, replies, tag),
         (error: unknown) => {
           if (!crossSlot(error)) return failed(together)(new BatchError(error));
           state.together = false;
@@ -200,15 +216,20 @@ const failed =
     for (const q of calls) q.reject(error);
   };
 
+/** Tags of batches: a count of this process's batches and a random part, so that no two batches (of any process) share one. */
+let batchesSent = 0;
+const processTag = Math.random().toString(36).slice(2, 8);
+
 /**
  * The calls of a turn: those the library's `many` runs (`together`, with its keys and arguments,
- * when there are two or more and `many` is on) and the others.
+ * the first argument the batch's tag, when there are two or more and `many` is on) and the others.
  */
-function split(queued: readonly Queued[], many: boolean): { together: Queued[]; apart: Queued[]; keys: string[]; args: string[] } {
+function split(queued: readonly Queued[], many: boolean): { together: Queued[]; apart: Queued[]; keys: string[]; args: string[]; tag: string } {
   const together: Queued[] = [];
   const apart: Queued[] = [];
   const keys: string[] = [];
-  const args: string[] = [];
+  const tag = `${processTag}.${(batchesSent++).toString(36)}`;
+  const args: string[] = [tag];
   for (const q of queued) {
     const kind = q.readOnly || !many ? undefined : kindIn(q.name);
     if (kind === undefined) apart.push(q);
@@ -219,7 +240,7 @@ function split(queued: readonly Queued[], many: boolean): { together: Queued[]; 
     }
   }
   if (together.length === 1) apart.unshift(together.pop() as Queued);
-  return { together, apart, keys, args };
+  return { together, apart, keys, args, tag };
 }
 
 /**
@@ -275,9 +296,9 @@ function ioredis(client: IoRedisLike): Connection {
       return;
     }
     try {
-      const { together, apart, keys, args } = split(queued, batch.together);
+      const { together, apart, keys, args, tag } = split(queued, batch.together);
       if (apart.length === 0) {
-        batch.settle(together, client.fcall(LIBRARY.many, keys.length, ...keys, ...args));
+        batch.settle(together, tag, client.fcall(LIBRARY.many, keys.length, ...keys, ...args));
         return;
       }
       if (together.length === 0 && apart.length === 1) {
@@ -297,7 +318,7 @@ function ioredis(client: IoRedisLike): Connection {
           return reply;
         });
       const first = together.length > 0 ? 1 : 0;
-      if (first === 1) batch.settle(together, result(0));
+      if (first === 1) batch.settle(together, tag, result(0));
       for (let i = 0; i < apart.length; i++) result(first + i).then((apart[i] as Queued).resolve, (apart[i] as Queued).reject);
     } catch (error) {
       failed(queued)(error);
@@ -380,8 +401,8 @@ function upstash(client: UpstashLike): Connection {
         send,
         (queued) => {
           try {
-            const { together, apart, keys, args } = split(queued, batch.together);
-            if (together.length > 0) batch.settle(together, send(LIBRARY.many, false, keys, args));
+            const { together, apart, keys, args, tag } = split(queued, batch.together);
+            if (together.length > 0) batch.settle(together, tag, send(LIBRARY.many, false, keys, args));
             for (const q of apart) send(q.name, q.readOnly, q.keys, q.args).then(q.resolve, q.reject);
           } catch (error) {
             failed(queued)(error);
