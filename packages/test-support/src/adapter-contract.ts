@@ -240,6 +240,78 @@ export function adapterContract(adapter: AdapterUnderTest): void {
       );
     });
 
+    it('reports stacked limiters of different headers modes as one: every field the response carries describes the most restrictive (issue #29.6)', async () => {
+      const base = { algorithm: 'fixed-window', key: () => 'k' };
+      const site = { ...base, limit: 100, windowMs: 60_000 };
+      const route = { ...base, limit: 3, windowMs: 10_000 };
+      const routeReset = String((Date.UTC(2026, 0, 1) + 10_000) / 1000);
+      /** The rate-limit fields of a response, by name. */
+      const fields = (res: Response) => Object.fromEntries([...res.headers].filter(([name]) => name.includes('ratelimit') || name === 'retry-after'));
+      await serve(
+        [
+          // examples/express-basic: the site-wide limiter sends both sets of headers, the route's the default (legacy).
+          {
+            path: '/both-then-legacy',
+            options: [
+              { ...site, headers: 'both', now: manualClock().now },
+              { ...route, now: manualClock().now },
+            ],
+          },
+          {
+            path: '/legacy-then-draft',
+            options: [
+              { ...site, now: manualClock().now },
+              { ...route, headers: 'draft-8', now: manualClock().now },
+            ],
+          },
+        ],
+        async (get) => {
+          const first = await get('/both-then-legacy');
+          expect(fields(first)).toEqual({
+            'x-ratelimit-limit': '3',
+            'x-ratelimit-remaining': '2',
+            'x-ratelimit-reset': routeReset,
+            'ratelimit-policy': '"default";q=100;w=60, "2:default";q=3;w=10',
+            ratelimit: '"default";r=99;t=60, "2:default";r=2;t=10',
+          });
+          expect(await statuses(get, '/both-then-legacy', 2)).toEqual([200, 200]);
+          const denied = await get('/both-then-legacy');
+          expect(denied.status).toBe(429);
+          // Before: the site limiter's RateLimit: "default";r=96;t=60 alone, beside the route's X-RateLimit-Remaining: 0.
+          expect(fields(denied)).toEqual({
+            'x-ratelimit-limit': '3',
+            'x-ratelimit-remaining': '0',
+            'x-ratelimit-reset': routeReset,
+            'ratelimit-policy': '"default";q=100;w=60, "2:default";q=3;w=10',
+            ratelimit: '"default";r=96;t=60, "2:default";r=0;t=10',
+            'retry-after': '10',
+          });
+          // The other way round: the route's draft-8 limiter rewrites the site's X-RateLimit-* (it has fewer left).
+          const admitted = await get('/legacy-then-draft');
+          expect(fields(admitted)).toEqual({
+            'x-ratelimit-limit': '3',
+            'x-ratelimit-remaining': '2',
+            'x-ratelimit-reset': routeReset,
+            'ratelimit-policy': '"default";q=100;w=60, "2:default";q=3;w=10',
+            ratelimit: '"default";r=99;t=60, "2:default";r=2;t=10',
+          });
+        },
+      );
+    });
+
+    it('on a 429, draft-8 t names the moment Retry-After names (issue #29.7)', async () => {
+      // A token bucket of 2 a minute, emptied: one token comes back in 30 s, the bucket is full in 60 s.
+      await serve(
+        [{ path: '/bucket', options: { algorithm: 'token-bucket', limit: 2, windowMs: 60_000, headers: 'draft-8', now: manualClock().now } }],
+        async (get) => {
+          expect(await statuses(get, '/bucket', 2)).toEqual([200, 200]);
+          const denied = await get('/bucket');
+          expect(denied.status).toBe(429);
+          expect([denied.headers.get('ratelimit'), denied.headers.get('retry-after')]).toEqual(['"default";r=0;t=30', '30']);
+        },
+      );
+    });
+
     it('answers problem+json denials (problemDetails) and sends draft-10 headers with a partition key, never the key itself', async () => {
       const base = { algorithm: 'fixed-window', limit: 1, windowMs: 60_000, key: () => 'user-42' };
       await serve(

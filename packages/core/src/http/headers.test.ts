@@ -195,6 +195,17 @@ describe('rateLimitHeaders: draft-8 (each limiter\'s binding rule: "<rule>";q=;w
     ]);
   });
 
+  it('draft-08 Appendix B.1.4, a throttled response: "Retry-After: <5 s later> / RateLimit: "default";r=0;t=5"', async () => {
+    // A token bucket of 12 a minute: empty, one token comes back in 5 s, full again in 60 s.
+    const { report } = limiterAt({ algorithm: 'token-bucket', limit: 12, windowMs: 60_000 });
+    await report('k', 12);
+    expect(headerMap(rateLimitHeaders([await report()], 'draft-8', 429))).toEqual({
+      'RateLimit-Policy': '"default";q=12;w=60',
+      RateLimit: '"default";r=0;t=5',
+      'Retry-After': '5',
+    });
+  });
+
   it('both: legacy, then draft-8; false: none, and Retry-After stays', () => {
     expect(rateLimitHeaders([deniedReport], 'both', undefined).map(([name]) => name)).toEqual([
       'X-RateLimit-Limit',
@@ -295,7 +306,7 @@ describe('rateLimitHeaders: draft-10 (every rule; t = seconds until more quota; 
   });
 });
 
-describe('t: seconds until more quota (draft-10) or until full capacity (draft-8), for every algorithm', () => {
+describe('t: seconds until more quota (draft-10) or until full capacity (draft-8), and on a denial the Retry-After wait, for every algorithm', () => {
   // limit 10 per 60 s; at 15 s a call of cost 3 on an empty key.
   const cases: [AlgorithmName, draft10: string, draft8: string, why: string][] = [
     ['fixed-window', '"default";r=7;t=45', '"default";r=7;t=45', 'the window ends in 45 s and gives everything back at once'],
@@ -321,6 +332,17 @@ describe('t: seconds until more quota (draft-10) or until full capacity (draft-8
     expect(headers.RateLimit).toMatch(/^"default";r=0;t=\d+$/);
     expect(headers.RateLimit?.split('t=')[1]).toBe(headers['Retry-After']);
   });
+
+  it.each(algorithmNames)(
+    '%s: on a denial, draft-8 t is the wait Retry-After names (draft-08 Section 5: "SHOULD reference the same point in time")',
+    async (algorithm) => {
+      const { report } = limiterAt({ algorithm, limit: 10, windowMs: 60_000 }, 15_000);
+      await report('k', 10);
+      const headers = headerMap(rateLimitHeaders([await report()], 'draft-8', 429));
+      expect(headers.RateLimit).toMatch(/^"default";r=0;t=\d+$/);
+      expect(headers.RateLimit?.split('t=')[1]).toBe(headers['Retry-After']);
+    },
+  );
 
   /** What one rule says about a call, from the pure algorithm's verdict. */
   const asDecision = (verdict: ReturnType<typeof step>['verdict'], rule: { name: string; limit: number }): RuleDecision => ({
@@ -402,6 +424,108 @@ describe('several limiters in one response', () => {
     ]);
     const labelled = [reports[0] as PolicyReport, { ...(reports[1] as PolicyReport), label: 'sms' }];
     expect(headerMap(rateLimitHeaders(labelled, 'draft-10', undefined)).RateLimit).toBe('"default";r=99;t=60, "sms:default";r=4;t=10');
+  });
+
+  describe('of different headers modes (issue #29.6)', () => {
+    /** A site-wide limiter that admits (99 left of 100 a minute) and a route limiter that denies (5 per 10 s, for 10 s more), each with its mode. */
+    async function siteAndRoute(siteMode: HeadersMode, routeMode: HeadersMode): Promise<[PolicyReport, PolicyReport]> {
+      const second = route();
+      await second.report('k', 5);
+      return [await site().report('k', 1, { headers: siteMode }), await second.report('k', 1, { headers: routeMode })];
+    }
+
+    /** The fields a response ends up with when each limiter sets its headers in turn, a later one overwriting a field of the same name. */
+    const written = (...writes: (readonly (readonly [string, string])[])[]) => Object.assign({}, ...writes.map(headerMap));
+
+    it('examples/express-basic, a site-wide "both" and a route "legacy" that denies: every field describes the route limiter, RateLimit included', async () => {
+      const [siteReport, routeReport] = await siteAndRoute('both', 'legacy');
+      const siteWrites = rateLimitHeaders([siteReport], 'both', undefined);
+      const routeWrites = rateLimitHeaders([siteReport, routeReport], 'legacy', 429);
+      expect(routeWrites).toEqual([
+        ['X-RateLimit-Limit', '5'],
+        ['X-RateLimit-Remaining', '0'],
+        ['X-RateLimit-Reset', '10'],
+        ['RateLimit-Policy', '"default";q=100;w=60, "2:default";q=5;w=10'],
+        ['RateLimit', '"default";r=99;t=60, "2:default";r=0;t=10'],
+        ['Retry-After', '10'],
+      ]);
+      // What the client reads: nothing is left of the site limiter's view alone (RateLimit: "default";r=99;t=60).
+      expect(written(siteWrites, routeWrites)).toEqual(headerMap(routeWrites));
+    });
+
+    it('every pair of modes, either order of writing: the same fields, none left over from an earlier limiter, each about the limiter that denies', async () => {
+      /** What each field says about the route limiter (5 per 10 s, denied for 10 s): the most restrictive. */
+      const aboutTheRoute: Record<string, (value: string) => boolean> = {
+        'X-RateLimit-Limit': (v) => v === '5',
+        'X-RateLimit-Remaining': (v) => v === '0',
+        'X-RateLimit-Reset': (v) => v === '10',
+        'RateLimit-Limit': (v) => v === '5',
+        'RateLimit-Remaining': (v) => v === '0',
+        'RateLimit-Reset': (v) => v === '10',
+        // draft-6/7: the route's policy alone; draft-8/10: a list with each limiter, the route's item among them.
+        'RateLimit-Policy': (v) => v === '5;w=10' || v.includes('"2:default";q=5;w=10'),
+        RateLimit: (v) => v === 'limit=5, remaining=0, reset=10' || v.includes('"2:default";r=0;t=10'),
+        'Retry-After': (v) => v === '10',
+      };
+      for (const siteMode of headersModes) {
+        for (const routeMode of headersModes) {
+          const [siteReport, routeReport] = await siteAndRoute(siteMode, routeMode);
+          const both = [siteReport, routeReport];
+          const siteWrites = rateLimitHeaders([siteReport], siteMode, undefined);
+          const routeWrites = rateLimitHeaders(both, routeMode, 429);
+          const pair = `site ${siteMode}, route ${routeMode}`;
+          // Express, Koa, Hono, Fastify, NestJS: the site limiter writes, then the route limiter.
+          expect(written(siteWrites, routeWrites), pair).toEqual(headerMap(routeWrites));
+          // fetch: the site limiter writes again once the route's handler has answered.
+          expect(written(routeWrites, rateLimitHeaders(both, siteMode, undefined)), pair).toEqual(headerMap(routeWrites));
+          for (const [name, value] of routeWrites) expect(aboutTheRoute[name]?.(value), `${pair}: ${name}: ${value}`).toBe(true);
+          const asked = [siteMode, routeMode].filter((mode) => mode !== false).length;
+          expect(routeWrites.length > 1, pair).toBe(asked > 0);
+        }
+      }
+    });
+
+    it('admitted by both: one-set fields show the one with the fewest remaining, whichever limiter asked for them', async () => {
+      const reports = [await site().report('k', 1, { headers: 'legacy' }), await route().report('k', 1, { headers: 'draft-8' })];
+      expect(headerMap(rateLimitHeaders(reports, 'draft-8', undefined))).toEqual({
+        'X-RateLimit-Limit': '5',
+        'X-RateLimit-Remaining': '4',
+        'X-RateLimit-Reset': '10',
+        'RateLimit-Policy': '"default";q=100;w=60, "2:default";q=5;w=10',
+        RateLimit: '"default";r=99;t=60, "2:default";r=4;t=10',
+      });
+    });
+
+    it('a field two modes write in different formats (RateLimit-Policy, RateLimit) takes the format of the limiter that decided last', async () => {
+      const eightThenSeven = [await site().report('k', 1, { headers: 'draft-8' }), await route().report('k', 1, { headers: 'draft-7' })];
+      expect(headerMap(rateLimitHeaders(eightThenSeven, 'draft-7', undefined))).toEqual({
+        'RateLimit-Policy': '5;w=10',
+        RateLimit: 'limit=5, remaining=4, reset=10',
+      });
+      const sevenThenEight = [await site().report('k', 1, { headers: 'draft-7' }), await route().report('k', 1, { headers: 'draft-8' })];
+      expect(headerMap(rateLimitHeaders(sevenThenEight, 'draft-7', undefined))).toEqual({
+        'RateLimit-Policy': '"default";q=100;w=60, "2:default";q=5;w=10',
+        RateLimit: '"default";r=99;t=60, "2:default";r=4;t=10',
+      });
+      const sixThenTen = [await site().report('k', 1, { headers: 'draft-6' }), await route().report('k', 1, { headers: 'draft-10' })];
+      expect(headerMap(rateLimitHeaders(sixThenTen, 'draft-10', undefined))).toEqual({
+        'RateLimit-Limit': '5',
+        'RateLimit-Remaining': '4',
+        'RateLimit-Reset': '10',
+        'RateLimit-Policy': '"default";q=100;w=60, "2:default";q=5;w=10',
+        RateLimit: '"default";r=99;t=60, "2:default";r=4;t=10',
+      });
+    });
+
+    it('headers: false asks for no field, yet a limiter with it counts in the fields the others ask for', async () => {
+      const [siteReport, routeReport] = await siteAndRoute('draft-8', false);
+      expect(rateLimitHeaders([siteReport, routeReport], false, 429)).toEqual([
+        ['RateLimit-Policy', '"default";q=100;w=60, "2:default";q=5;w=10'],
+        ['RateLimit', '"default";r=99;t=60, "2:default";r=0;t=10'],
+        ['Retry-After', '10'],
+      ]);
+      expect(rateLimitHeaders([{ ...routeReport, headers: false }], false, 429)).toEqual([['Retry-After', '10']]);
+    });
   });
 
   it("names stay unique whatever the labels: two limiters labelled alike, and a label that is another limiter's position", () => {

@@ -9,6 +9,13 @@
  * retryAfterMs, else the one with the fewest remaining (the first on ties).
  * The modes with lists (draft-8, draft-10) show one policy per limiter
  * (draft-8: its binding rule) or every rule of every limiter (draft-10).
+ *
+ * Stacked limiters may use different modes, and each sets its headers on the
+ * one response, a later one overwriting a field of the same name. So every
+ * limiter writes every field that any limiter of the request asks for, each
+ * from all the reports: nothing is left over from an earlier limiter's view
+ * of the request alone, and the output is the same whichever limiter writes
+ * last.
  */
 import type { Decision } from '../decision.js';
 import { type Keys, storeKeys } from '../keys.js';
@@ -58,6 +65,12 @@ export interface PolicyReport {
   readonly quotaUnit?: 'requests' | 'content-bytes';
   /** A limiter in shadow mode: its numbers are shown, but its denials deny nothing, so they set no Retry-After. */
   readonly shadow?: boolean;
+  /**
+   * The limiter's `headers` option: the fields it asks the response to carry.
+   * The fields of every report's mode are sent, each built from every report
+   * (see `rateLimitHeaders`). Without it, only the mode `rateLimitHeaders` is given.
+   */
+  readonly headers?: HeadersMode;
 }
 
 /** Structured-field integers have at most 15 digits (RFC 9651, Section 3.3.1). */
@@ -171,8 +184,9 @@ export function legacyHeaders(decision: Decision, decidedAt: number): Header[] {
 }
 
 /**
- * draft-6/draft-7's reset: seconds until the quota resets; on a denial, the
- * time Retry-After names ("SHOULD reference the same point in time").
+ * draft-6/draft-7's reset and draft-8's `t`: seconds until the quota resets;
+ * on a denial, the time Retry-After names (draft-6 Section 4, draft-7
+ * Section 4, draft-8 Section 5: "SHOULD reference the same point in time").
  */
 const resetSeconds = (decision: Decision): string =>
   seconds(!decision.allowed && Number.isFinite(decision.retryAfterMs) ? decision.retryAfterMs : decision.resetMs);
@@ -183,19 +197,23 @@ function numericPolicy(report: PolicyReport): Header[] {
   return rule === undefined ? [] : [['RateLimit-Policy', `${integer(report.decision.limit)};w=${windowSeconds(rule)}`]];
 }
 
-/** draft-6 (Section 3): `RateLimit-Policy: 100;w=60`, `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`, as express-rate-limit sends them. */
-export function draft6Headers(report: PolicyReport): Header[] {
-  const d = report.decision;
-  return [...numericPolicy(report), ['RateLimit-Limit', integer(d.limit)], ['RateLimit-Remaining', integer(d.remaining)], ['RateLimit-Reset', resetSeconds(d)]];
-}
+/**
+ * draft-6 (Section 3), beside its `RateLimit-Policy: 100;w=60`: `RateLimit-Limit`,
+ * `RateLimit-Remaining`, `RateLimit-Reset`, as express-rate-limit sends them.
+ */
+const draft6Counts = (d: Decision): Header[] => [
+  ['RateLimit-Limit', integer(d.limit)],
+  ['RateLimit-Remaining', integer(d.remaining)],
+  ['RateLimit-Reset', resetSeconds(d)],
+];
 
-/** draft-7 (Section 3): `RateLimit-Policy: 100;w=60` and `RateLimit: limit=100, remaining=99, reset=50`, as express-rate-limit sends them. */
-export function draft7Headers(report: PolicyReport): Header[] {
-  const d = report.decision;
-  return [...numericPolicy(report), ['RateLimit', `limit=${integer(d.limit)}, remaining=${integer(d.remaining)}, reset=${resetSeconds(d)}`]];
-}
+/** draft-7 (Section 3), beside its `RateLimit-Policy: 100;w=60`: `RateLimit: limit=100, remaining=99, reset=50`, as express-rate-limit sends it. */
+const draft7Limit = (d: Decision): Header => ['RateLimit', `limit=${integer(d.limit)}, remaining=${integer(d.remaining)}, reset=${resetSeconds(d)}`];
 
-/** draft-8: each report's binding rule; `t` = seconds until it is back to full capacity (draft-8, Section 4.1.2). */
+/**
+ * draft-8: each report's binding rule; `t` = seconds until it is back to full
+ * capacity (draft-8, Section 4.1.2), and on a denial the wait Retry-After names.
+ */
 export function draft8Headers(reports: readonly PolicyReport[], names: readonly (readonly string[])[]): Header[] {
   const policies: string[] = [];
   const limits: string[] = [];
@@ -206,7 +224,7 @@ export function draft8Headers(reports: readonly PolicyReport[], names: readonly 
     const rule = report.rules[at];
     const name = sfString(names[i]?.[at] ?? d.rule);
     policies.push(`${name};q=${integer(d.limit)}${rule === undefined ? '' : `;w=${windowSeconds(rule)}`}`);
-    limits.push(`${name};r=${integer(d.remaining)};t=${seconds(d.resetMs)}`);
+    limits.push(`${name};r=${integer(d.remaining)};t=${resetSeconds(d)}`);
   });
   return policies.length === 0
     ? []
@@ -265,11 +283,56 @@ function retryAfter(reports: readonly PolicyReport[], status: number | undefined
 }
 
 /**
+ * The fields a response carries: those of every mode that `mode` and the
+ * limiters of the request (`report.headers`) ask for. Two fields have a
+ * syntax per draft: RateLimit-Policy (draft-6 to draft-10) and RateLimit
+ * (draft-7 to draft-10). Of the modes that write one, the last limiter's
+ * chooses: the innermost, the one closest to the route.
+ */
+interface Fields {
+  /** `X-RateLimit-Limit`, `-Remaining`, `-Reset` (legacy, both). */
+  legacy: boolean;
+  /** draft-6's `RateLimit-Limit`, `-Remaining`, `-Reset`. */
+  counts: boolean;
+  /** `RateLimit-Policy`: one policy (draft-6, draft-7) or a list (draft-8, draft-10). */
+  policy: 'draft-6' | 'draft-7' | 'draft-8' | 'draft-10' | undefined;
+  /** `RateLimit`: a dictionary (draft-7) or a list (draft-8, draft-10). */
+  limit: 'draft-7' | 'draft-8' | 'draft-10' | undefined;
+}
+
+/** Adds the fields `mode` asks for; a later mode's syntax replaces an earlier one's. */
+function ask(fields: Fields, mode: HeadersMode | undefined): void {
+  if (mode === 'legacy' || mode === 'both') fields.legacy = true;
+  if (mode === 'draft-6') {
+    fields.counts = true;
+    fields.policy = 'draft-6';
+  } else if (mode === 'draft-7' || mode === 'draft-8' || mode === 'draft-10' || mode === 'both') {
+    fields.policy = fields.limit = mode === 'both' ? 'draft-8' : mode;
+  }
+}
+
+/** The fields of `mode` (the caller's), then of each report's mode in the order the limiters decided. */
+function fieldsOf(reports: readonly PolicyReport[], mode: HeadersMode): Fields {
+  const fields: Fields = { legacy: false, counts: false, policy: undefined, limit: undefined };
+  ask(fields, mode);
+  for (const report of reports) ask(fields, report.headers);
+  return fields;
+}
+
+/**
  * Every rate-limit header of a response, from the reports of the limiters
  * that decided the request, in the order they decided (outermost first).
  * `status` is the status the limiter answers with (429/503), or undefined
  * when the request goes on to the app. Reports whose store failed
  * (`decision.storeError`) add no numbers, only their Retry-After.
+ *
+ * Stacked limiters of different modes: the fields of every report's mode
+ * (`report.headers`) and of `mode`, each from every report, as if every
+ * limiter had the mode that asks for it: the one-set fields show the binding
+ * report, the lists list each limiter. Every limiter of a request thus writes
+ * the same headers, and a later one overwrites every field an earlier one
+ * wrote; where two modes write a field of one name in different syntaxes
+ * (RateLimit-Policy, RateLimit), the last limiter's mode chooses the syntax.
  *
  * @example
  * ```ts
@@ -299,16 +362,21 @@ export function rateLimitHeaders(
   const reports = first as readonly PolicyReport[];
   const status = rulesOrStatus as number | undefined;
   const headers: Header[] = [];
-  if (mode === 'legacy' || mode === 'both' || mode === 'draft-6' || mode === 'draft-7') {
-    const binding = bindingReport(reports);
-    if (binding !== undefined) {
-      if (mode === 'draft-6') headers.push(...draft6Headers(binding));
-      else if (mode === 'draft-7') headers.push(...draft7Headers(binding));
-      else headers.push(...legacyHeaders(binding.decision, binding.decidedAt));
-    }
+  const { legacy, counts, policy, limit } = fieldsOf(reports, mode);
+  const onePolicy = policy === 'draft-6' || policy === 'draft-7';
+  const binding = legacy || counts || onePolicy ? bindingReport(reports) : undefined;
+  if (binding !== undefined) {
+    const d = binding.decision;
+    if (legacy) headers.push(...legacyHeaders(d, binding.decidedAt));
+    if (onePolicy) headers.push(...numericPolicy(binding));
+    if (counts) headers.push(...draft6Counts(d));
+    if (limit === 'draft-7') headers.push(draft7Limit(d));
   }
-  if (mode === 'draft-8' || mode === 'both') headers.push(...draft8Headers(reports, policyNames(reports)));
-  if (mode === 'draft-10') headers.push(...draft10Headers(reports, policyNames(reports)));
+  // A list RateLimit-Policy (draft-8, draft-10) comes with a RateLimit of the same draft.
+  const [listPolicy, listLimit] =
+    limit === 'draft-8' ? draft8Headers(reports, policyNames(reports)) : limit === 'draft-10' ? draft10Headers(reports, policyNames(reports)) : [];
+  if (listPolicy !== undefined && !onePolicy) headers.push(listPolicy);
+  if (listLimit !== undefined) headers.push(listLimit);
   headers.push(...retryAfter(reports, status));
   return headers;
 }

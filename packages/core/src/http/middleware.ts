@@ -59,7 +59,8 @@ export interface RateLimitOptions<Args extends unknown[], Handler> extends Omit<
    * drafts `'draft-6'`, `'draft-7'`, `'draft-8'`, `'draft-10'`, `'both'`
    * (legacy and draft-8), or `false`. Several limiters on one request are
    * reported together (the most restrictive for one-policy headers, every
-   * policy for draft-8 and draft-10). @defaultValue 'legacy'
+   * policy for draft-8 and draft-10), and with different modes the response
+   * carries the fields of each mode, all built from every limiter. @defaultValue 'legacy'
    */
   headers?: HeadersMode;
   /**
@@ -493,7 +494,7 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
     adapter.expose(decision, ...args);
     const inForce = rules === undefined ? limiter.rules : limiter.rulesFor(rules);
     // Built field by field: spreading optional parts costs a request an object copy each.
-    const report: { -readonly [K in keyof PolicyReport]: PolicyReport[K] } = { decision, rules: inForce, decidedAt };
+    const report: { -readonly [K in keyof PolicyReport]: PolicyReport[K] } = { decision, rules: inForce, decidedAt, headers: headersMode };
     if (shadow) report.shadow = shadow;
     if (headersMode === 'draft-10' && decision.storeError === undefined) {
       return partitionKeys(inForce, keys).then((partitions) => {
