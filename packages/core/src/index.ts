@@ -7,13 +7,14 @@
  */
 export type { Decision } from './decision.js';
 export { type RateLimitedCallOptions, type RateLimitedDecorator, type RateLimitedOptions, rateLimited } from './decorators.js';
-export { type ErrorCode, ErrorCodes, FloodgateError, isFloodgateError, RateLimitedError } from './errors.js';
+export { type ErrorCode, ErrorCodes, FloodgateError, isFloodgateError } from './errors.js';
 export type { HeadersMode } from './http/headers.js';
 export type { ForwardedForOptions, HeaderKeyOptions, IpKeyOptions, KeyBy, KeyFunction } from './http/keys.js';
 export { FloodgateWarning, type ValidateOptions, type ValidationName, type WarningCode, WarningCodes } from './http/validate.js';
 export { type Keys, MAX_KEY_BYTES } from './keys.js';
 export { type ConsumeOptions, createLimiter, type Limiter, type LimiterEvents, type PeekOptions, type StoreOperation } from './limiter.js';
 export type { InsuranceLimiter, LimiterOptions, StoreErrorPolicy } from './options.js';
+export { RateLimitedError } from './rate-limited-error.js';
 export {
   RedisRuleSource,
   type RedisRuleSourceOptions,

@@ -2,6 +2,7 @@ import type { Decision } from './decision.js';
 import { describe, ErrorCodes, FloodgateError, orDefault } from './errors.js';
 import type { Keys } from './keys.js';
 import { type CompiledRule, compileRule, compileRules, type RuleOptions } from './rules.js';
+import { MAX_TIMER_MS } from './sleep.js';
 import { MemoryStore } from './stores/memory-store.js';
 import type { Store } from './stores/types.js';
 
@@ -90,9 +91,6 @@ export const adapterOptionNames: ReadonlySet<string> = new Set([
   'problemDetails',
   'validate',
 ]);
-
-/** The longest delay setTimeout keeps (2^31 - 1 ms): a longer one fires after 1 ms. */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** The longest `prefix` a limiter takes. */
 export const MAX_PREFIX_LENGTH = 64;

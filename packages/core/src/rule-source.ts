@@ -1,7 +1,7 @@
 import { describe, ErrorCodes, FloodgateError } from './errors.js';
 import type { Limiter } from './limiter.js';
-import { MAX_TIMER_MS } from './options.js';
 import { compileRules, type RuleOptions } from './rules.js';
+import { MAX_TIMER_MS } from './sleep.js';
 
 /** The commands RedisRuleSource needs: an ioredis client (or Cluster) has them. */
 export interface RuleSourceClient {

@@ -1,4 +1,5 @@
-import { MAX_TIMER_MS } from './options.js';
+/** The longest delay setTimeout keeps (2^31 - 1 ms): a longer one fires after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
  * Resolves after `ms` milliseconds, however long: setTimeout fires a delay

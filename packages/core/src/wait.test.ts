@@ -1,8 +1,10 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { Decision } from './decision.js';
-import { FloodgateError, RateLimitedError } from './errors.js';
+import { FloodgateError } from './errors.js';
 import { createLimiter, type Limiter } from './limiter.js';
-import { type LimiterOptions, MAX_TIMER_MS } from './options.js';
+import type { LimiterOptions } from './options.js';
+import { RateLimitedError } from './rate-limited-error.js';
+import { MAX_TIMER_MS } from './sleep.js';
 import type { Store } from './stores/types.js';
 import { FakeTimers, settle } from './test-support/fake-timers.js';
 import { type Admitter, WaitingRoom, type WaitOptions } from './wait.js';

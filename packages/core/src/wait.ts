@@ -20,10 +20,11 @@
  * empty, its timer is gone, so waiting never keeps an idle process alive.
  */
 import type { Decision } from './decision.js';
-import { describe, ErrorCodes, FloodgateError, RateLimitedError, ruleOf } from './errors.js';
+import { describe, ErrorCodes, FloodgateError } from './errors.js';
 import type { Keys } from './keys.js';
-import { MAX_TIMER_MS } from './options.js';
+import { RateLimitedError, ruleOf } from './rate-limited-error.js';
 import type { CompiledRule, RuleOptions } from './rules.js';
+import { MAX_TIMER_MS } from './sleep.js';
 
 /** Options of `limiter.wait()`. */
 export interface WaitOptions {

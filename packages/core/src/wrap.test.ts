@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { FloodgateError, RateLimitedError } from './errors.js';
+import { FloodgateError } from './errors.js';
 import { createLimiter } from './limiter.js';
+import { RateLimitedError } from './rate-limited-error.js';
 import type { Store } from './stores/types.js';
 
 describe('limiter.wrap', () => {

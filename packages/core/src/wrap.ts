@@ -6,9 +6,10 @@
  * concurrency rule ends when `fn` is done.
  */
 import type { Decision } from './decision.js';
-import { describe, ErrorCodes, FloodgateError, RateLimitedError } from './errors.js';
+import { describe, ErrorCodes, FloodgateError } from './errors.js';
 import type { Keys } from './keys.js';
 import { rejectUnknownKeys } from './options.js';
+import { RateLimitedError } from './rate-limited-error.js';
 import type { RuleOptions } from './rules.js';
 import { sleep } from './sleep.js';
 import type { WaitOptions } from './wait.js';

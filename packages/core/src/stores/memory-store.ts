@@ -12,8 +12,8 @@ import {
   vectorAlgorithms,
 } from '../algorithms/index.js';
 import { describe, ErrorCodes, FloodgateError } from '../errors.js';
-import { MAX_TIMER_MS } from '../options.js';
 import type { CompiledRule } from '../rules.js';
+import { MAX_TIMER_MS } from '../sleep.js';
 import { admittedDecision, unchangedDecision } from './rule-decisions.js';
 import { keyOfRule, type RuleDecision, type RuleSet, type Store, type StoreKeys } from './types.js';
 
