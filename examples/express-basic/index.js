@@ -28,14 +28,18 @@ app.get('/api/hello', rateLimit({ limiter: hello }), (req, res) => {
   res.json({ hello: 'world', remaining: req.rateLimit?.remaining });
 });
 
-// Logins: 3 failed attempts a minute per account; successful logins do not count.
+// Logins, on top of the 100 a minute: 10 failed attempts a minute per client IP and 3 per account
+// (the name in the body). Keyed by the address and the account being tried, never by anything the
+// client makes up before it has logged in: neither a new name nor a new address buys more guesses
+// at one password. Successful logins do not count.
 app.post(
   '/login',
   rateLimit({
-    algorithm: 'sliding-log',
-    limit: 3,
-    windowMs: 60_000,
-    key: keyBy.header('x-account'),
+    rules: [
+      { name: 'login-ip', scope: 'ip', algorithm: 'sliding-log', limit: 10, windowMs: 60_000 },
+      { name: 'login-account', scope: 'account', algorithm: 'sliding-log', limit: 3, windowMs: 60_000 },
+    ],
+    key: { ip: keyBy.ip(), account: (req) => String(req.body?.account ?? '').toLowerCase() || '-' },
     skipSuccessfulRequests: true,
     message: { error: 'too many failed logins, try again later' },
   }),

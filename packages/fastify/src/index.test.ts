@@ -57,7 +57,7 @@ function fastifyUnderTest(name: string, Fastify: Fastify, mount: 'per context' |
             app.route({ method: route.method ?? 'GET', url: route.path, config: { rateLimit: options }, handler: answer });
             continue;
           }
-          // A route's config replaces the plugin's limits (as in @fastify/rate-limit): stacked limits are plugins registered in a context.
+          // A route has one config.rateLimit (over a plugin without limits here): several stacked limits are plugins registered in a context.
           await app.register(async (child) => {
             for (const each of [route.options].flat()) await child.register(rateLimit, each);
             child.route({ method: route.method ?? 'GET', url: route.path, handler: answer });
@@ -126,14 +126,15 @@ describe.each(frameworks)('%s specifics', (_, Fastify) => {
     store.close();
   });
 
-  it('with global: false limits only routes with config.rateLimit, which share the plugin budget unless they set limits of their own', async () => {
+  it('with global: false limits only routes with config.rateLimit: they share the plugin budget, and spend it too with limits of their own unless stack: false', async () => {
     const app = newApp(Fastify);
     await app.register(rateLimit, { global: false, ...minute, limit: 2, headers: 'draft-8' });
     app.get('/free', (request) => ({ decision: request.rateLimit ?? null }));
     app.get('/a', { config: { rateLimit: {} } }, ok);
     app.get('/b', { config: { rateLimit: { cost: 2 } } }, ok);
-    app.get('/own', { config: { rateLimit: { limit: 1 } } }, ok); // windowMs, algorithm and headers from the plugin
-    app.get('/rules', { config: { rateLimit: { rules: [{ name: 'burst', limit: 3, windowMs: 1000 }] } } }, ok);
+    app.get('/stacked', { config: { rateLimit: { limit: 5 } } }, ok);
+    app.get('/own', { config: { rateLimit: { limit: 1, stack: false } } }, ok); // windowMs, algorithm and headers from the plugin
+    app.get('/rules', { config: { rateLimit: { rules: [{ name: 'burst', limit: 3, windowMs: 1000 }], stack: false } } }, ok);
     await serve(app, async (get) => {
       const free = await get('/free');
       expect(await free.json()).toEqual({ decision: null });
@@ -142,6 +143,8 @@ describe.each(frameworks)('%s specifics', (_, Fastify) => {
       expect((await get('/a')).headers.get('ratelimit')).toBe('"default";r=1;t=60');
       expect(await statuses(get, '/b', 1)).toEqual([429]); // 2 units, 1 left in the shared budget
       expect(await statuses(get, '/a', 2)).toEqual([200, 429]);
+      const stacked = await get('/stacked'); // the plugin's budget is spent: its limit answers, the route's never runs
+      expect([stacked.status, stacked.headers.get('ratelimit-policy')]).toEqual([429, '"default";q=2;w=60']);
       const own = await get('/own');
       expect([own.status, own.headers.get('ratelimit-policy')]).toEqual([200, '"default";q=1;w=60']);
       expect(await statuses(get, '/own', 1)).toEqual([429]);
@@ -266,6 +269,7 @@ describe.each(frameworks)('%s specifics', (_, Fastify) => {
     await expect(registering({ limit: 5, windowMs: 1000, hook: 'onSend' })).rejects.toThrow(code('ERR_FG_OPTION'));
     await expect(registering({ limit: 5, windowMs: 1000, global: 'yes' })).rejects.toThrow(code('ERR_FG_OPTION'));
     await expect(registering({ global: true })).rejects.toThrow(code('ERR_FG_RULES')); // limiting every route takes a limit
+    await expect(registering({ limit: 5, windowMs: 1000, stack: 'yes' })).rejects.toThrow(/^stack must be true or false, got "yes"/);
 
     const app = newApp(Fastify);
     await app.register(rateLimit, { global: false, ...minute, limit: 5 });
@@ -274,6 +278,10 @@ describe.each(frameworks)('%s specifics', (_, Fastify) => {
     expect(declare({ global: false })).toThrow(code('ERR_FG_UNKNOWN_OPTION'));
     expect(declare({ hook: 'onResponse' })).toThrow(/GET \/x: config\.rateLimit\.hook must be/);
     expect(declare('strict')).toThrow(code('ERR_FG_OPTION'));
+    expect(declare({ limit: 1, stack: 'no' })).toThrow(/GET \/x: config\.rateLimit\.stack must be true or false/);
+    // Nothing of its own to replace the plugin's limit with: an exemption is config: { rateLimit: false }.
+    expect(declare({ cost: 2, stack: false })).toThrow(code('ERR_FG_OPTION'));
+    expect(declare({ cost: 2, stack: false })).toThrow(/stack: false but no limit of its own .* config: \{ rateLimit: false \}/);
     await app.close();
     const unlimited = newApp(Fastify);
     await unlimited.register(rateLimit, { global: false, headers: 'draft-8' });
@@ -425,14 +433,15 @@ describe.each(frameworks)('%s specifics', (_, Fastify) => {
 
   it('keeps the counts of routes with limits of their own apart on a store the plugin shares', async () => {
     const app = newApp(Fastify);
-    await app.register(rateLimit, { ...minute, limit: 1, store: new MemoryStore() });
+    await app.register(rateLimit, { ...minute, limit: 10, store: new MemoryStore() });
     app.get('/a', ok);
     app.get('/b', { config: { rateLimit: { limit: 2 } } }, ok);
     app.get('/c', { config: { rateLimit: { limit: 2 } } }, ok);
     await serve(app, async (get) => {
-      expect(await statuses(get, '/a', 2)).toEqual([200, 429]);
+      expect(await statuses(get, '/a', 1)).toEqual([200]);
       expect(await statuses(get, '/b', 3)).toEqual([200, 200, 429]);
-      expect(await statuses(get, '/c', 3)).toEqual([200, 200, 429]);
+      expect(await statuses(get, '/c', 3)).toEqual([200, 200, 429]); // not the plugin's count of this IP (4), not /b's
+      expect((await get('/a')).headers.get('x-ratelimit-remaining')).toBe('2'); // every request spent the plugin's budget
     });
   });
 
@@ -440,12 +449,12 @@ describe.each(frameworks)('%s specifics', (_, Fastify) => {
     // Route options built from optional fields, as in { limit: tier.limit, rules: tier.rules } for a tier without rules.
     const tier: { limit?: number; rules?: FastifyRouteRateLimitOptions['rules'] } = { limit: 1 };
     const app = newApp(Fastify);
-    await app.register(rateLimit, { ...minute, limit: 3 });
+    await app.register(rateLimit, { ...minute, limit: 5 });
     app.get('/tier', { config: { rateLimit: { limit: tier.limit, rules: tier.rules } } }, ok);
     app.get('/none', { config: { rateLimit: { rules: tier.rules } } }, ok);
     await serve(app, async (get) => {
       expect(await statuses(get, '/tier', 2)).toEqual([200, 429]);
-      expect(await statuses(get, '/none', 4)).toEqual([200, 200, 200, 429]);
+      expect(await statuses(get, '/none', 4)).toEqual([200, 200, 200, 429]); // the plugin's 5, of which /tier spent 2
     });
   });
 
@@ -471,6 +480,104 @@ describe.each(frameworks)('%s specifics', (_, Fastify) => {
       expect(await statuses(get, '/', 1, as('grace'))).toEqual([200]);
       expect(await statuses(get, '/', 1, as('linus'))).toEqual([429]); // the per-IP limit: three requests so far
     });
+  });
+
+  it("spends the plugin's budget on a route with limits of its own too: 300 guesses from one IP under new x-user-ids reach the login handler 100 times (issue #29.5)", async () => {
+    const perIp = createLimiter({ ...minute, limit: 100 });
+    let guesses = 0;
+    const app = newApp(Fastify);
+    await app.register(rateLimit, { limiter: perIp });
+    // The README's login before issue #29.5: keyed by a header the client picks before it has logged in.
+    app.post('/login', { config: { rateLimit: { ...minute, limit: 5, key: keyBy.header('x-user-id') } } }, async (_request, reply) => {
+      guesses++;
+      return reply.code(401).send({ ok: false });
+    });
+    await serve(app, async (get) => {
+      const answers: number[] = [];
+      for (let i = 0; i < 300; i++) answers.push(...(await statuses(get, '/login', 1, { method: 'POST', headers: { 'x-user-id': `guess-${i}` } })));
+      expect(guesses).toBe(100);
+      expect(answers).toEqual([...Array(100).fill(401), ...Array(200).fill(429)]);
+    });
+    expect((await perIp.peek('127.0.0.1')).remaining).toBe(0);
+  });
+
+  it("checks the plugin's limit, then the route's: both must pass, a request the route refuses has spent the plugin's unit, the headers report both", async () => {
+    const perIp = createLimiter({ ...minute, limit: 10 });
+    const app = newApp(Fastify);
+    await app.register(rateLimit, { limiter: perIp, headers: 'draft-8' });
+    app.post('/otp', { config: { rateLimit: { ...minute, limit: 2, key: () => 'otp' } } }, (request) => ({ limit: request.rateLimit?.limit }));
+    await serve(app, async (get) => {
+      const first = await get('/otp', { method: 'POST' });
+      expect(await first.json()).toEqual({ limit: 2 }); // request.rateLimit: the route's decision, the last one made
+      expect(first.headers.get('ratelimit-policy')).toBe('"default";q=10;w=60, "2:default";q=2;w=60');
+      expect(first.headers.get('ratelimit')).toBe('"default";r=9;t=60, "2:default";r=1;t=60');
+      expect(await statuses(get, '/otp', 3, { method: 'POST' })).toEqual([200, 429, 429]);
+    });
+    expect((await perIp.peek('127.0.0.1')).remaining).toBe(6);
+  });
+
+  it("replaces the plugin's limit with the route's own under stack: false, as @fastify/rate-limit does; the plugin's stack is the default of its routes", async () => {
+    const perRoute = newApp(Fastify);
+    await perRoute.register(rateLimit, { ...minute, limit: 1 });
+    perRoute.get('/a', ok);
+    perRoute.get('/apart', { config: { rateLimit: { limit: 3, stack: false } } }, ok);
+    perRoute.get('/both', { config: { rateLimit: { limit: 3 } } }, ok);
+    const plugin = newApp(Fastify);
+    await plugin.register(rateLimit, { ...minute, limit: 1, stack: false });
+    plugin.get('/a', ok);
+    plugin.get('/apart', { config: { rateLimit: { limit: 3 } } }, ok);
+    plugin.get('/both', { config: { rateLimit: { limit: 3, stack: true } } }, ok);
+    for (const app of [perRoute, plugin]) {
+      await serve(app, async (get) => {
+        expect(await statuses(get, '/a', 2)).toEqual([200, 429]);
+        expect(await statuses(get, '/apart', 4)).toEqual([200, 200, 200, 429]); // a budget of its own, and only that
+        expect(await statuses(get, '/both', 1)).toEqual([429]); // the plugin's budget is spent
+      });
+    }
+  });
+
+  it("limits the README's login per client IP and per account name from the body, over the plugin's limit: new names or new addresses do not buy more guesses", async () => {
+    let guesses = 0;
+    const perIp = createLimiter({ ...minute, limit: 100 });
+    const app = newApp(Fastify, { trustProxy: '127.0.0.1' }); // each X-Forwarded-For address is a client of its own
+    await app.register(rateLimit, { limiter: perIp });
+    const schema = {
+      body: { type: 'object', required: ['account', 'password'], properties: { account: { type: 'string', minLength: 1 }, password: { type: 'string' } } },
+    };
+    const login: FastifyRouteRateLimitOptions = {
+      hook: 'preHandler', // the key reads the body: after parsing and validation
+      now: minute.now,
+      rules: [
+        { name: 'login-ip', scope: 'ip', algorithm: 'sliding-log', limit: 20, windowMs: 15 * 60_000 },
+        { name: 'login-account', scope: 'account', algorithm: 'sliding-log', limit: 5, windowMs: 15 * 60_000 },
+      ],
+      key: { ip: keyBy.ip(), account: (request) => (request.body as { account: string }).account.toLowerCase() },
+      skipSuccessfulRequests: true,
+    };
+    app.post('/login', { schema, config: { rateLimit: login } }, async (request, reply) => {
+      guesses++;
+      const { password } = request.body as { password: string };
+      return password === 'right' ? { ok: true } : reply.code(401).send({ ok: false });
+    });
+    await serve(app, async (get) => {
+      const post = (ip: string, account: string, password = 'wrong') => ({
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-forwarded-for': ip },
+        body: JSON.stringify({ account, password }),
+      });
+      const answers = async (n: number, init: (i: number) => RequestInit) => {
+        const out: number[] = [];
+        for (let i = 0; i < n; i++) out.push(...(await statuses(get, '/login', 1, init(i))));
+        return out;
+      };
+      // One address, a new account name each time: stopped by the per-IP login rule.
+      expect(await answers(30, (i) => post('198.51.100.1', `guess-${i}`))).toEqual([...Array(20).fill(401), ...Array(10).fill(429)]);
+      // One account, a new address each time: stopped by the per-account rule, whatever the case of the name.
+      expect(await answers(30, (i) => post(`203.0.113.${i + 1}`, i % 2 ? 'ADA' : 'ada'))).toEqual([...Array(5).fill(401), ...Array(25).fill(429)]);
+      expect(guesses).toBe(25);
+      expect(await answers(1, () => post('192.0.2.1', 'grace', 'right'))).toEqual([200]);
+    });
+    expect((await perIp.peek('198.51.100.1')).remaining).toBe(70); // every try spent the plugin's budget too
   });
 
   it('settles each stacked limit: both give back the units of a failed request', async () => {

@@ -26,7 +26,7 @@ declare module 'fastify' {
     rateLimit?: Decision;
   }
   interface FastifyContextConfig {
-    /** This route's own rate-limit options, merged over the plugin's; `false` exempts the route. */
+    /** This route's own rate-limit options, merged over the plugin's (limits of its own are added to the plugin's: `stack`); `false` exempts the route. */
     rateLimit?: FastifyRouteRateLimitOptions | false;
   }
 }
@@ -44,6 +44,12 @@ export type RateLimitHook = 'onRequest' | 'preValidation' | 'preHandler';
 export interface FastifyRouteRateLimitOptions extends RateLimitOptions<FastifyArgs, FastifyHandler> {
   /** Where in the request lifecycle the limit runs; a key that reads the body needs 'preValidation' or 'preHandler'. @defaultValue 'onRequest' */
   hook?: RateLimitHook;
+  /**
+   * For a route with limits of its own: `true`, they are added to the plugin's (a request must pass
+   * both, and spends the plugin's budget too); `false`, they replace it (the route counts apart, as
+   * with @fastify/rate-limit). On the plugin: the default of its routes. @defaultValue true
+   */
+  stack?: boolean;
 }
 
 /** Options of the `rateLimit` plugin (see `@floodgate/core` RateLimitOptions). */
@@ -147,16 +153,30 @@ function checkHook(hook: unknown, where: string): RateLimitHook {
   return hook as RateLimitHook;
 }
 
+function checkStack(stack: unknown, where: string): boolean {
+  if (typeof stack !== 'boolean') throw new FloodgateError(ErrorCodes.OPTION, `${where}stack must be true or false, got ${JSON.stringify(stack)}.`);
+  return stack;
+}
+
+/** Adds `hook` to the route's hooks of its stage, after the route's own (authentication, say), so that a key can read what they set. */
+function addRouteHook(route: RouteOptions, { stage, hook }: RouteHook): void {
+  const existing: unknown = route[stage];
+  route[stage] = (existing === undefined ? [hook] : [existing, hook].flat()) as RouteOptions['onRequest'];
+}
+
 function install(fastify: FastifyInstance, options: FastifyRateLimitOptions): void {
-  const { global = true, hook: stage = 'onRequest', ...pluginOptions } = options as FastifyRateLimitOptions & Record<string, unknown>;
+  const { global = true, hook: stage = 'onRequest', stack = true, ...pluginOptions } = options as FastifyRateLimitOptions & Record<string, unknown>;
   if (typeof global !== 'boolean') throw new FloodgateError(ErrorCodes.OPTION, `global must be true or false, got ${JSON.stringify(global)}.`);
   checkHook(stage, '');
+  checkStack(stack, '');
   // Built now, so that bad options fail at register time; its limiter is the one routes without limits of their own share.
   const plugin = inheritOptions(undefined, pluginOptions);
   const base = global || plugin.limited ? createHook(plugin.flowOptions) : undefined;
   const pluginLevel: OptionLevel = { ...plugin, limiter: base?.limiter };
   /** Route hooks by the route's own options object and URL: a GET route and its automatic HEAD route share one. */
   const routeHooks = new WeakMap<object, Map<string, RouteHook>>();
+  /** The route options whose own limits are added to the plugin's: those routes spend the plugin's budget too. */
+  const stacked = new WeakSet<object>();
 
   if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined);
   fastify.addHook('onSend', signalHandlerDone);
@@ -170,8 +190,8 @@ function install(fastify: FastifyInstance, options: FastifyRateLimitOptions): vo
     const byUrl = routeHooks.get(own) ?? new Map<string, RouteHook>();
     routeHooks.set(own, byUrl);
     let built = byUrl.get(route.url);
+    const { hook: ownStage = stage, stack: ownStack, ...routeOptions } = own as FastifyRouteRateLimitOptions;
     if (built === undefined) {
-      const { hook: ownStage = stage, ...routeOptions } = own as FastifyRouteRateLimitOptions;
       // Without limits of its own the route shares the plugin's limiter (one budget); with them it gets
       // a limiter of its own, in a key namespace of its own, so that it never shares counts with another route.
       const level = inheritOptions(pluginLevel, routeOptions, name);
@@ -181,19 +201,29 @@ function install(fastify: FastifyInstance, options: FastifyRateLimitOptions): vo
           `${name}: config.rateLimit sets no limit and neither does the plugin: give one of them limit and windowMs, rules or a limiter.`,
         );
       }
-      built = { stage: checkHook(ownStage, `${name}: config.rateLimit.`), hook: createHook(level.flowOptions).hook };
+      const where = `${name}: config.rateLimit.`;
+      const ownLimits = base === undefined || level.flowOptions.limiter !== base.limiter;
+      if (ownStack !== undefined && !checkStack(ownStack, where) && !ownLimits) {
+        throw new FloodgateError(
+          ErrorCodes.OPTION,
+          `${name}: config.rateLimit has stack: false but no limit of its own (limit, rules or limiter) to replace the plugin's with: give it one, or exempt the route with config: { rateLimit: false }.`,
+        );
+      }
+      // Stacked, the plugin limits the route as it limits a route without config: its key, its cost, in its stage.
+      if (base !== undefined && ownLimits && (ownStack ?? stack)) stacked.add(own);
+      built = { stage: checkHook(ownStage, where), hook: createHook(level.flowOptions).hook };
       byUrl.set(route.url, built);
     }
-    // After the route's own hooks of that stage (authentication, say), so that a key can read what they set.
-    const existing: unknown = route[built.stage];
-    route[built.stage] = (existing === undefined ? [built.hook] : [existing, built.hook].flat()) as RouteOptions['onRequest'];
+    // A global registration's context hook runs the plugin's limit; otherwise it is a hook of the route's.
+    if (!global && base !== undefined && stacked.has(own)) addRouteHook(route, { stage, hook: base.hook });
+    addRouteHook(route, built);
   });
   if (base !== undefined && global) {
     // A context hook, not a route hook: it limits every route of the context whenever it was
     // declared, and the context's not-found handler, so that guessing URLs is limited too.
     fastify.addHook(stage, function floodgateRateLimitAll(request: FastifyRequest, reply: FastifyReply, done: HookDone) {
       const own = request.routeOptions.config?.rateLimit;
-      if (own === undefined) base.hook(request, reply, done);
+      if (own === undefined || (own !== false && stacked.has(own))) base.hook(request, reply, done);
       else if (own === false || routeHooks.has(own)) done();
       else {
         done(
@@ -222,7 +252,9 @@ const plugin: FastifyPluginCallback<FastifyRateLimitOptions> = (fastify, options
  * (the default) it limits every route of the context it is registered in (and
  * that context's not-found handler: every 404 at the root); with `global: false`, only routes with
  * `config: { rateLimit: {...} }`. A route's own options are merged over the
- * plugin's; `config: { rateLimit: false }` exempts a route. The decision is
+ * plugin's, and a route's own limits are added to the plugin's: a request
+ * must pass both (`stack: false` makes them replace it instead);
+ * `config: { rateLimit: false }` exempts a route. The decision is
  * `request.rateLimit`.
  *
  * @example
@@ -232,7 +264,7 @@ const plugin: FastifyPluginCallback<FastifyRateLimitOptions> = (fastify, options
  *
  * const app = Fastify();
  * await app.register(rateLimit, { limit: 100, windowMs: 60_000 }); // 100 requests a minute per client IP
- * app.post('/login', { config: { rateLimit: { limit: 5 } } }, login); // stricter, with a budget of its own
+ * app.post('/export', { config: { rateLimit: { limit: 5 } } }, exportData); // 5 a minute, within the 100
  * app.get('/health', { config: { rateLimit: false } }, () => 'ok');
  * ```
  */

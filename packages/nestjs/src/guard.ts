@@ -141,9 +141,12 @@ export class RateLimitGuard implements CanActivate, OnModuleInit {
   }
 
   /**
-   * The nearest of `@RateLimit()`/`@SkipRateLimit()` wins: handler, then
-   * controller, then module. Several option sets (`@RateLimit([a, b])`) are
-   * stacked limiters, each over the level above. Empty: skipped.
+   * The limiters of a route, in the order they decide: the module's, the
+   * controller's, the handler's, each level's own limits added to those
+   * above (`stack: false`: in their place). The nearest of
+   * `@RateLimit()`/`@SkipRateLimit()` says whether the route is limited at
+   * all. Several option sets (`@RateLimit([a, b])`) are stacked limiters,
+   * each over the level above. Empty: skipped.
    */
   private levelOf(controller: object, handler: object): readonly Level[] {
     return cached(
@@ -155,17 +158,29 @@ export class RateLimitGuard implements CanActivate, OnModuleInit {
         const above = this.reflector.get<Given>(RATE_LIMIT_METADATA, controller as never);
         if (own === false || (own === undefined && above === false)) return [];
         const controllerName = (controller as { name?: string }).name || 'controller';
-        const stack = (parent: Level, given: NestRateLimitOptions | readonly NestRateLimitOptions[], name: string): Level[] =>
+        const levels = (parent: Level, given: NestRateLimitOptions | readonly NestRateLimitOptions[], name: string): Level[] =>
           Array.isArray(given)
             ? given.map((options: NestRateLimitOptions, i) => inherit(parent, options, `${name}#${i + 1}`))
             : [inherit(parent, given as NestRateLimitOptions, name)];
-        const parents = above ? cached(this.controllerLevels, controller, () => stack(this.root, above, controllerName)) : [this.root];
+        const controllerOwn = above ? cached(this.controllerLevels, controller, () => levels(this.root, above, controllerName)) : undefined;
+        const parents = controllerOwn === undefined ? [this.root] : this.onTop([this.root], controllerOwn);
         if (!own) return parents;
         // Under stacked controller limits, a handler's own options build on the module's.
-        const parent = parents.length === 1 ? (parents[0] as Level) : this.root;
-        return stack(parent, own, `${controllerName}.${(handler as { name?: string }).name || 'handler'}`);
+        const parent = controllerOwn?.length === 1 ? (controllerOwn[0] as Level) : this.root;
+        return this.onTop(parents, levels(parent, own, `${controllerName}.${(handler as { name?: string }).name || 'handler'}`));
       },
     );
+  }
+
+  /**
+   * A level's own limiters over those of the levels above: added to them
+   * (`stack`, by default the module's, else true), or in their place. A
+   * level without limits of its own shares a limiter above, and takes that
+   * one's place with its own options (a `cost`), so that no limiter counts twice.
+   */
+  private onTop(above: readonly Level[], own: readonly Level[]): Level[] {
+    if (!own.every((level) => level.stack ?? this.root.stack ?? true)) return [...own];
+    return [...above.filter((level) => level.flow !== undefined && !own.some((mine) => mine.limiter === level.limiter)), ...own];
   }
 }
 

@@ -269,11 +269,60 @@ class InFlightController {
   }
 }
 
+@Controller('account')
+@RateLimit({ limit: 3 })
+class AccountController {
+  @Get()
+  view() {
+    return 'account';
+  }
+
+  @Get('export')
+  @RateLimit({ cost: 2 })
+  export() {
+    return 'export';
+  }
+
+  @Post('password')
+  @RateLimit({ limit: 1, key: () => 'password' })
+  password() {
+    return 'changed';
+  }
+
+  @Get('apart')
+  @RateLimit({ limit: 10, stack: false })
+  apart() {
+    return 'apart';
+  }
+}
+
+/** The README's login: per client IP and per account name from the body; `handler` answers a denial. */
+@Controller('auth')
+class LoginController {
+  @Post('login')
+  @RateLimit({
+    rules: [
+      { name: 'login-ip', scope: 'ip', algorithm: 'sliding-log', limit: 20, windowMs: 15 * 60_000 },
+      { name: 'login-account', scope: 'account', algorithm: 'sliding-log', limit: 5, windowMs: 15 * 60_000 },
+    ],
+    key: { ip: keyBy.ip(), account: (request) => String(request.body?.account ?? '').toLowerCase() || '-' },
+    skipSuccessfulRequests: true,
+    handler: (_request, _context, decision) => new HttpException({ retryInMs: decision.retryAfterMs }, 429),
+  })
+  login(@Req() request: NestRequest) {
+    if (request.body?.password !== 'right') throw new UnauthorizedException();
+    return { ok: true };
+  }
+}
+
 describe.each<Platform>(['express', 'fastify'])('NestJS on %s', (platform) => {
   const root = { algorithm: 'fixed-window' as const, limit: 5, windowMs: 60_000, now: frozen, headers: 'both' as const };
 
-  it('merges options handler over controller over module; a level without limiter options shares the limiter above', async () => {
-    const running = await startNest(platform, { imports: [FloodgateModule.forRoot(root)], controllers: [PlainController, CatsController, InternalController] });
+  it('merges options handler over controller over module; a level without limiter options shares the limiter above; stack: false, limits replace those above', async () => {
+    const running = await startNest(platform, {
+      imports: [FloodgateModule.forRoot({ ...root, stack: false })],
+      controllers: [PlainController, CatsController, InternalController],
+    });
     await shared.reset('127.0.0.1');
     try {
       // Module options on a route without decorators, headers included.
@@ -291,6 +340,86 @@ describe.each<Platform>(['express', 'fastify'])('NestJS on %s', (platform) => {
       expect(await get(running, '/cats/rules')).toMatchObject({ status: 200, policy: '"per-second";q=1;w=1' });
       // Options set to undefined: the controller's limiter (spent above) and the module's headers.
       expect(await get(running, '/cats/tier')).toMatchObject({ status: 429, limit: '3', policy: '"default";q=3;w=60' });
+    } finally {
+      await running.close();
+    }
+  });
+
+  it("spends the module's budget on a handler with limits of its own too: 300 guesses from one IP under new x-user-ids reach the login handler 100 times (issue #29.5)", async () => {
+    const perIp = createLimiter({ algorithm: 'fixed-window', limit: 100, windowMs: 60_000, now: frozen });
+    let guesses = 0;
+    @Controller('auth')
+    class AuthController {
+      // The login of issue #29.5: keyed by a header the client picks before it has logged in.
+      @Post('login')
+      @RateLimit({ algorithm: 'fixed-window', limit: 5, windowMs: 60_000, now: frozen, key: keyBy.header('x-user-id') })
+      login() {
+        guesses++;
+        throw new UnauthorizedException();
+      }
+    }
+    const running = await startNest(platform, { imports: [FloodgateModule.forRoot({ limiter: perIp })], controllers: [AuthController] });
+    try {
+      const answers: number[] = [];
+      for (let i = 0; i < 300; i++) {
+        const res = await fetch(`${running.url}/auth/login`, { method: 'POST', headers: { 'x-user-id': `guess-${i}` } });
+        await res.arrayBuffer();
+        answers.push(res.status);
+      }
+      expect(guesses).toBe(100);
+      expect(answers).toEqual([...Array(100).fill(401), ...Array(200).fill(429)]);
+      expect((await perIp.peek('127.0.0.1')).remaining).toBe(0);
+    } finally {
+      await running.close();
+    }
+  });
+
+  it("adds each level's own limits to those above: the module's, the controller's and the handler's must all pass; stack: false replaces them", async () => {
+    const running = await startNest(platform, { imports: [FloodgateModule.forRoot(root)], controllers: [PlainController, AccountController] });
+    const post = async (path: string) => {
+      const res = await fetch(running.url + path, { method: 'POST' });
+      return { status: res.status, policy: res.headers.get('ratelimit-policy'), text: await res.text() };
+    };
+    try {
+      // Handler, controller and module: three limiters, in that order in the headers.
+      expect(await post('/account/password')).toMatchObject({ status: 201, policy: '"default";q=5;w=60, "2:default";q=3;w=60, "3:default";q=1;w=60' });
+      // The handler's limit denies; the module's and the controller's have each taken a unit.
+      expect((await post('/account/password')).status).toBe(429);
+      expect(await get(running, '/account')).toMatchObject({ status: 200, limit: '3', remaining: '0', policy: '"default";q=5;w=60, "2:default";q=3;w=60' });
+      // A handler with only `cost` spends the controller's budget (and the module's): none left.
+      expect((await get(running, '/account/export')).status).toBe(429);
+      expect(await get(running, '/plain')).toMatchObject({ status: 200, limit: '5', remaining: '0' });
+      expect((await get(running, '/plain')).status).toBe(429);
+      // stack: false: the handler's own limit alone.
+      expect(await get(running, '/account/apart')).toMatchObject({ status: 200, limit: '10', remaining: '9', policy: '"default";q=10;w=60' });
+    } finally {
+      await running.close();
+    }
+  });
+
+  it("limits the README's login per client IP and per account name from the body, over the module's limit", async () => {
+    const running = await startNest(
+      platform,
+      { imports: [FloodgateModule.forRoot({ ...root, limit: 100 })], controllers: [LoginController] },
+      { trustProxy: true },
+    );
+    const login = async (ip: string, account: string, password = 'wrong') => {
+      const res = await fetch(`${running.url}/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-forwarded-for': ip },
+        body: JSON.stringify({ account, password }),
+      });
+      await res.arrayBuffer();
+      return res.status;
+    };
+    try {
+      const answers: number[] = [];
+      for (let i = 0; i < 25; i++) answers.push(await login('198.51.100.1', `guess-${i}`)); // new names, one address
+      expect(answers).toEqual([...Array(20).fill(401), ...Array(5).fill(429)]);
+      answers.length = 0;
+      for (let i = 0; i < 10; i++) answers.push(await login(`203.0.113.${i + 1}`, i % 2 ? 'ADA' : 'ada')); // one account, new addresses
+      expect(answers).toEqual([...Array(5).fill(401), ...Array(5).fill(429)]);
+      expect(await login('192.0.2.1', 'grace', 'right')).toBe(201);
     } finally {
       await running.close();
     }
@@ -364,7 +493,15 @@ describe.each<Platform>(['express', 'fastify'])('NestJS on %s', (platform) => {
         FloodgateModule.forRootAsync({
           imports: [RedisModule],
           inject: [REDIS],
-          useFactory: async (redis: Redis) => ({ limit: 2, windowMs: 60_000, prefix, store: new RedisStore({ client: redis }), timeoutMs: 30_000 }),
+          // stack: false: CatsController's own limit replaces the module's, and shows its own counts below.
+          useFactory: async (redis: Redis) => ({
+            limit: 2,
+            windowMs: 60_000,
+            prefix,
+            store: new RedisStore({ client: redis }),
+            timeoutMs: 30_000,
+            stack: false,
+          }),
         }),
       ],
       controllers: [PlainController, CatsController],
@@ -403,6 +540,17 @@ describe.each<Platform>(['express', 'fastify'])('NestJS on %s', (platform) => {
     await expect(startNest(platform, { imports: [FloodgateModule.forRoot(root)], controllers: [SubController] })).rejects.toMatchObject({
       code: 'ERR_FG_OPTION',
     });
+    @Controller('unstacked')
+    class UnstackedController {
+      @Get()
+      @RateLimit({ cost: 2, stack: false })
+      nothingToReplaceWith() {}
+    }
+    await expect(startNest(platform, { imports: [FloodgateModule.forRoot(root)], controllers: [UnstackedController] })).rejects.toMatchObject({
+      code: 'ERR_FG_OPTION',
+      message: expect.stringContaining('UnstackedController.nothingToReplaceWith has stack: false but no limit of its own'),
+    });
+    expect(() => FloodgateModule.forRoot({ ...root, stack: 'no' as never })).toThrow(/stack must be true or false, got "no"/);
   });
 
   it('warns once about X-Forwarded-For while the platform trusts no proxy, once when it trusts every proxy, never with the loopback proxy trusted', async () => {
@@ -437,7 +585,8 @@ describe.each<Platform>(['express', 'fastify'])('NestJS on %s', (platform) => {
     try {
       await get(running, '/filtered');
       const denied = await get(running, '/filtered');
-      expect(denied).toMatchObject({ status: 429, remaining: '0', retryAfter: '60', policy: '"default";q=1;w=60' });
+      // The module's limit and the controller's, both reported; the controller's denies.
+      expect(denied).toMatchObject({ status: 429, remaining: '0', retryAfter: '60', policy: '"default";q=5;w=60, "2:default";q=1;w=60' });
       expect(JSON.parse(denied.text)).toEqual({ error: 'slow down', retryInMs: 60_000, message: { error: 'rate_limited' } });
     } finally {
       await running.close();

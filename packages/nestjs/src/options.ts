@@ -1,4 +1,4 @@
-import type { Decision, Limiter } from '@floodgate/core';
+import { type Decision, ErrorCodes, FloodgateError, type Limiter } from '@floodgate/core';
 import {
   createKeyBy,
   createRateLimitFlow,
@@ -37,7 +37,14 @@ export type NestArgs = [request: NestRequest, context: ExecutionContext];
 export type NestHandler = (request: NestRequest, context: ExecutionContext, decision: Decision) => Error | Promise<Error>;
 
 /** Options of `FloodgateModule.forRoot()` and `@RateLimit()` (see `@floodgate/core` RateLimitOptions). */
-export type NestRateLimitOptions = RateLimitOptions<NestArgs, NestHandler>;
+export interface NestRateLimitOptions extends RateLimitOptions<NestArgs, NestHandler> {
+  /**
+   * For a controller's or a handler's `@RateLimit()` with limits of its own: `true`, they are added to
+   * the limits of the levels above (a request must pass the module's, the controller's and its own);
+   * `false`, they replace them. On the module: the default of every level. @defaultValue true
+   */
+  stack?: boolean;
+}
 
 export type Flow = RateLimitFlow<NestArgs, NestHandler>;
 
@@ -65,6 +72,8 @@ const noLimiter = { consume: () => {} } as unknown as Limiter;
 /** The options of one level (module, controller, handler) over those of the level above, and its flow: none when no level names a limit. */
 export interface Level extends OptionLevel {
   readonly flow: Flow | undefined;
+  /** The level's own `stack` option, when given. */
+  readonly stack?: boolean;
 }
 
 function createFlow(options: NestRateLimitOptions): Flow {
@@ -84,12 +93,23 @@ function createFlow(options: NestRateLimitOptions): Flow {
 /** A level's own options over `parent`'s (the module's when there is none): see inheritOptions in @floodgate/core/adapter. */
 export function inherit(parent: Level | undefined, own: NestRateLimitOptions, namespace?: string): Level {
   if (typeof own !== 'object' || own === null || Array.isArray(own)) createFlow(own); // throws, saying what it takes
-  const { flowOptions, limited, ...level } = inheritOptions(parent, own as Record<string, unknown>, namespace);
+  const { stack, ...options } = own;
+  const where = namespace === undefined ? 'FloodgateModule' : `@RateLimit() of ${namespace}`;
+  if (stack !== undefined && typeof stack !== 'boolean') {
+    throw new FloodgateError(ErrorCodes.OPTION, `${where}: stack must be true or false, got ${JSON.stringify(stack)}.`);
+  }
+  const { flowOptions, limited, ...level } = inheritOptions(parent, options as Record<string, unknown>, namespace);
   // The module's options limit every route when they name a limit; otherwise they are defaults for @RateLimit().
   if (parent === undefined && !limited) {
     createFlow({ ...level.options, limiter: noLimiter }); // checks them now all the same
-    return { ...level, flow: undefined };
+    return { ...level, stack, flow: undefined };
   }
   const flow = createFlow(flowOptions);
-  return { ...level, limiter: flow.limiter, flow };
+  if (stack === false && parent !== undefined && flow.limiter === parent.limiter) {
+    throw new FloodgateError(
+      ErrorCodes.OPTION,
+      `${where} has stack: false but no limit of its own (limit, rules or limiter) to replace the limits above with: give it one, or exempt the route with @SkipRateLimit().`,
+    );
+  }
+  return { ...level, stack, limiter: flow.limiter, flow };
 }
