@@ -15,6 +15,7 @@
  */
 import type { CompiledRule, RuleOptions } from '@floodgate/core';
 import type { Verdict } from '@floodgate/core/internal';
+import { optionsOf } from '@floodgate/core/store';
 
 /**
  * The operations of an object. `undo`: a refund and a release at once (a
@@ -49,29 +50,12 @@ export interface Answer {
   readonly verdicts?: readonly (readonly number[])[];
 }
 
-/** Numbers of a compiled rule that compiling works out from its options: they do not travel. */
-const DERIVED = new Set(['capacity', 'unitsPerToken', 'unitsPerMs', 'segmentMs']);
-const BUCKETS = new Set(['token-bucket', 'leaky-bucket', 'gcra']);
-
 /**
- * A compiled rule as the options that compile to it again: every field but
- * the derived numbers, and but the defaults that compiling fills in for
- * algorithms that do not take them (burst, segments, mode). A field core
- * adds to rules travels as it is, so the object decides with it, or refuses
- * it loudly when it is an option the object's core does not know.
+ * A compiled rule as the options that compile to it again (optionsOf in
+ * @floodgate/core/store): they travel with each call, and the object
+ * compiles them again, validated.
  */
-export function ruleOptionsOf(rule: CompiledRule): RuleOptions {
-  const options: Record<string, unknown> = {};
-  for (const [field, value] of Object.entries(rule)) {
-    if (DERIVED.has(field) || value === undefined) continue;
-    if (field === 'burst' && !BUCKETS.has(rule.algorithm)) continue;
-    if (field === 'segments' && rule.algorithm !== 'sliding-window') continue;
-    if (field === 'mode' && rule.algorithm !== 'leaky-bucket') continue;
-    if ((field === 'blockMs' || field === 'maxBlockMs') && value === 0) continue; // 0: the rule blocks nobody
-    options[field] = value;
-  }
-  return options as unknown as RuleOptions;
-}
+export const ruleOptionsOf = (rule: CompiledRule): RuleOptions => optionsOf(rule);
 
 /**
  * A verdict as numbers: [allowed, retryAfterMs (-1: never), delayMs,

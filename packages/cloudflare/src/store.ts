@@ -1,6 +1,5 @@
 import { type CompiledRule, ErrorCodes, FloodgateError, type RuleDecision, type RuleSet, type Store, type StoreKeys } from '@floodgate/core';
-import { vectorAlgorithms } from '@floodgate/core/internal';
-import { decisionsOf, STATE_VERSION } from '@floodgate/core/store';
+import { decisionsOf, STATE_VERSION, stateSizeOf } from '@floodgate/core/store';
 import { type Answer, type Call, callUrl, decodeVerdict, type Operation, ruleOptionsOf } from './protocol.js';
 
 /** A Durable Object stub, as `namespace.get(id)` hands it out: only its fetch is used. */
@@ -195,7 +194,9 @@ export class DurableObjectStore implements Store {
       // so a hot update that keeps a rule's name and algorithm keeps its keys' state; and by the
       // version of the encoding its value is in, so that no build reads another's encoding.
       prepared = {
-        heads: ruleSet.rules.map((rule) => `e:v${STATE_VERSION}\u0000${ruleSet.prefix}\u0000${rule.name}\u0000${rule.algorithm}\u0000${shapeOf(rule)}\u0000`),
+        heads: ruleSet.rules.map(
+          (rule) => `e:v${STATE_VERSION}\u0000${ruleSet.prefix}\u0000${rule.name}\u0000${rule.algorithm}\u0000${stateSizeOf(rule)}\u0000`,
+        ),
         options: ruleSet.rules.map(ruleOptionsOf),
       };
       this.prepared.set(ruleSet, prepared);
@@ -280,7 +281,3 @@ export class DurableObjectStore implements Store {
     return decisions;
   }
 }
-
-/** The size of a rule's state where it is of fixed size, as MemoryStore tells its tables apart (sliding-window: by its segments). */
-const shapeOf = (rule: CompiledRule): number =>
-  rule.algorithm === 'sliding-log' || rule.algorithm === 'concurrency' ? 0 : vectorAlgorithms[rule.algorithm].stateSize(rule);

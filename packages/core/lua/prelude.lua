@@ -2,8 +2,9 @@
 -- is loaded once with FUNCTION LOAD and called with FCALL (Redis 7
 -- Functions: helpers are defined once, not on every call), or, where
 -- Functions are unavailable, run whole with EVALSHA. scripts/build-lua.mjs
--- concatenates the files of this folder in a fixed order and adds the
--- registration (or dispatch) at the end.
+-- concatenates the files of this folder and each algorithm's Lua (its
+-- folder's <name>.lua registers it in ALGORITHMS, below) in a fixed order,
+-- and adds the registration (or dispatch) at the end.
 --
 -- One call decides every rule of a limiter call, all or nothing:
 --   KEYS    one key per rule

@@ -22,11 +22,11 @@ export {
   type StateVector,
   slidingLog,
   slidingWindow,
+  stateSizeOf,
   step,
   tokenBucket,
   type VectorAlgorithm,
   type Verdict,
-  vectorAlgorithms,
 } from './algorithms/index.js';
 export { combine } from './decision.js';
 export { draft8Headers, legacyHeaders } from './http/headers.js';

@@ -1,9 +1,11 @@
+import { ALGORITHMS, type AlgorithmName } from './algorithms/registry.js';
+import type { RuleNumbers } from './algorithms/types.js';
 import { describe, ErrorCodes, FloodgateError, orDefault } from './errors.js';
 
-/** The six rate algorithms, and `concurrency` (requests in flight). See the package README for when to choose which. */
-export const algorithms = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'leaky-bucket', 'gcra', 'concurrency'] as const;
+export type { AlgorithmName } from './algorithms/registry.js';
 
-export type AlgorithmName = (typeof algorithms)[number];
+/** The six rate algorithms, and `concurrency` (requests in flight). See the package README for when to choose which. */
+export const algorithms = Object.freeze(Object.keys(ALGORITHMS) as AlgorithmName[]);
 
 /** A rule as the user writes it. */
 export interface RuleOptions {
@@ -55,23 +57,10 @@ export interface RuleOptions {
  * A validated rule with every default filled in and the constants the
  * algorithms need precomputed once.
  */
-export interface CompiledRule {
+export interface CompiledRule extends RuleNumbers {
   readonly name: string;
   readonly scope: string;
   readonly algorithm: AlgorithmName;
-  readonly limit: number;
-  readonly windowMs: number;
-  readonly burst: number;
-  readonly segments: number;
-  readonly mode: 'police' | 'shape';
-  /** Largest cost a single call can ever be admitted with. */
-  readonly capacity: number;
-  /** Buckets: one token is this many internal units. */
-  readonly unitsPerToken: number;
-  /** Buckets: internal units drained (leaky, gcra) or refilled (token) per millisecond. */
-  readonly unitsPerMs: number;
-  /** sliding-window: length of one segment in ms. */
-  readonly segmentMs: number;
   /** ms a denial blocks the key for (the first block, under escalation); 0: no blocks. */
   readonly blockMs: number;
   /** Escalation's longest block; 0: no escalation. */
@@ -87,7 +76,12 @@ const ruleKeys = new Set(['name', 'algorithm', 'limit', 'windowMs', 'burst', 'se
 export const MAX_BLOCK_MS = 100 * 365 * 86_400_000;
 const scopePattern = /^[A-Za-z][A-Za-z0-9_-]{0,31}$/;
 const namePattern = /^[A-Za-z0-9_.-]{1,64}$/;
-const bucketAlgorithms: ReadonlySet<string> = new Set(['token-bucket', 'leaky-bucket', 'gcra']);
+
+/** The algorithms that take an option, as messages name them: "token-bucket, leaky-bucket and gcra". */
+function takers(option: 'burst' | 'segments' | 'mode'): string {
+  const names = algorithms.filter((name) => ALGORITHMS[name].takes.includes(option));
+  return names.length === 1 ? (names[0] as string) : `${names.slice(0, -1).join(', ')} and ${names[names.length - 1]}`;
+}
 /** Internal arithmetic stays below this so that doubles (JS and Redis Lua) compute it exactly. */
 const exactLimit = 2 ** 50;
 /**
@@ -158,12 +152,10 @@ export function compileRule(options: unknown, where: string, defaultName?: strin
     throw new FloodgateError(ErrorCodes.WINDOW, `${where}.windowMs must be a positive integer number of milliseconds, got ${describe(windowMs)}.`);
   }
 
-  const isBucket = bucketAlgorithms.has(algorithm);
+  const definition = ALGORITHMS[algorithm as AlgorithmName];
+  const isBucket = definition.takes.includes('burst');
   if (rule.burst !== undefined && !isBucket) {
-    throw new FloodgateError(
-      ErrorCodes.BURST,
-      `${where}.burst only applies to token-bucket, leaky-bucket and gcra; remove it or change the algorithm (it is '${algorithm}').`,
-    );
+    throw new FloodgateError(ErrorCodes.BURST, `${where}.burst only applies to ${takers('burst')}; remove it or change the algorithm (it is '${algorithm}').`);
   }
   const burst = orDefault<unknown>(rule.burst, limit);
   if (!isPositiveInteger(burst)) {
@@ -176,10 +168,10 @@ export function compileRule(options: unknown, where: string, defaultName?: strin
     );
   }
 
-  if (rule.segments !== undefined && algorithm !== 'sliding-window') {
+  if (rule.segments !== undefined && !definition.takes.includes('segments')) {
     throw new FloodgateError(
       ErrorCodes.SEGMENTS,
-      `${where}.segments only applies to sliding-window; remove it or change the algorithm (it is '${algorithm}').`,
+      `${where}.segments only applies to ${takers('segments')}; remove it or change the algorithm (it is '${algorithm}').`,
     );
   }
   const segments = orDefault<unknown>(rule.segments, 1);
@@ -190,8 +182,8 @@ export function compileRule(options: unknown, where: string, defaultName?: strin
     );
   }
 
-  if (rule.mode !== undefined && algorithm !== 'leaky-bucket') {
-    throw new FloodgateError(ErrorCodes.MODE, `${where}.mode only applies to leaky-bucket; remove it or change the algorithm (it is '${algorithm}').`);
+  if (rule.mode !== undefined && !definition.takes.includes('mode')) {
+    throw new FloodgateError(ErrorCodes.MODE, `${where}.mode only applies to ${takers('mode')}; remove it or change the algorithm (it is '${algorithm}').`);
   }
   const mode = orDefault<unknown>(rule.mode, 'police');
   if (mode !== 'police' && mode !== 'shape') {
@@ -201,10 +193,10 @@ export function compileRule(options: unknown, where: string, defaultName?: strin
   const blockMs = orDefault<unknown>(rule.blockMs, 0);
   const maxBlockMs = orDefault<unknown>(rule.maxBlockMs, 0);
   if (rule.blockMs !== undefined) {
-    if (algorithm === 'concurrency') {
+    if (!definition.blocks) {
       throw new FloodgateError(
         ErrorCodes.OPTION,
-        `${where}.blockMs does not apply to concurrency: its denials end when a request ends, they are no breach of a rate. Put blockMs on a rate rule beside it.`,
+        `${where}.blockMs does not apply to ${algorithm}: its denials end when a request ends, they are no breach of a rate. Put blockMs on a rate rule beside it.`,
       );
     }
     if (!isPositiveInteger(blockMs) || blockMs > MAX_BLOCK_MS) {
@@ -233,32 +225,25 @@ export function compileRule(options: unknown, where: string, defaultName?: strin
   const unitsPerToken = windowMs / divisor;
   const unitsPerMs = limit / divisor;
   const capacity = isBucket ? burst : limit;
-  // Buckets hold up to two capacities of units while deciding; sliding-window weighs
-  // up to segments+1 counters of at most `limit` by the segment length.
-  const largest = isBucket ? 2 * burst * unitsPerToken : algorithm === 'sliding-window' ? 2 * (segments + 1) * limit * (windowMs / segments) : 0;
-  if (largest > exactLimit) {
+  const numbers: RuleNumbers = {
+    limit,
+    windowMs,
+    burst: isBucket ? (burst as number) : limit,
+    segments: segments as number,
+    mode: mode as 'police' | 'shape',
+    capacity: capacity as number,
+    unitsPerToken,
+    unitsPerMs,
+    segmentMs: windowMs / (segments as number),
+  };
+  if ((definition.largest?.(numbers) ?? 0) > exactLimit) {
     throw new FloodgateError(
       ErrorCodes.RULE_TOO_LARGE,
       `${where} is too large to compute exactly (limit ${limit}, windowMs ${windowMs}${isBucket ? `, burst ${burst}` : ''}); use a shorter window or a smaller limit.`,
     );
   }
 
-  return Object.freeze({
-    name,
-    scope,
-    algorithm: algorithm as AlgorithmName,
-    limit,
-    windowMs,
-    burst: isBucket ? burst : limit,
-    segments,
-    mode,
-    capacity,
-    unitsPerToken,
-    unitsPerMs,
-    segmentMs: windowMs / segments,
-    blockMs: blockMs as number,
-    maxBlockMs: maxBlockMs as number,
-  });
+  return Object.freeze({ name, scope, algorithm: algorithm as AlgorithmName, ...numbers, blockMs: blockMs as number, maxBlockMs: maxBlockMs as number });
 }
 
 /** Validates a list of rules: at least one, names unique. */
@@ -275,4 +260,18 @@ export function compileRules(rules: unknown, where = 'rules'): readonly Compiled
     seen.add(rule.name);
   }
   return Object.freeze(compiled);
+}
+
+/**
+ * A compiled rule as the options that compile to it again: its name, scope,
+ * algorithm, limit and window, the options its algorithm takes, and its
+ * blocks. For those who pass a rule on (a Durable Object, a rule rebuilt with
+ * another limit).
+ */
+export function optionsOf(rule: CompiledRule): RuleOptions {
+  const options: Record<string, unknown> = { name: rule.name, scope: rule.scope, algorithm: rule.algorithm, limit: rule.limit, windowMs: rule.windowMs };
+  for (const option of ALGORITHMS[rule.algorithm].takes) options[option] = rule[option];
+  if (rule.blockMs > 0) options.blockMs = rule.blockMs;
+  if (rule.maxBlockMs > 0) options.maxBlockMs = rule.maxBlockMs;
+  return options as unknown as RuleOptions;
 }

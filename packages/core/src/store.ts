@@ -9,10 +9,10 @@
  * prove a store with `storeContract()` from `@floodgate/core/testing`.
  */
 export type { Block } from './algorithms/block.js';
-export type { LeaseState, LogState, RuleState, Verdict } from './algorithms/index.js';
+export { type LeaseState, type LogState, type RuleState, stateSizeOf, type Verdict } from './algorithms/index.js';
 export { decodeEntry, encodeEntry, STATE_VERSION } from './codec.js';
 export { type Call, decisionsOf, type Entry, endOf, evaluate, type Operation, type Outcome } from './engine.js';
-export type { CompiledRule } from './rules.js';
+export { type CompiledRule, optionsOf } from './rules.js';
 export {
   type KeyValueBackend,
   KeyValueStore,

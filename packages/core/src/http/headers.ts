@@ -17,6 +17,8 @@
  * of the request alone, and the output is the same whichever limiter writes
  * last.
  */
+
+import { ALGORITHMS } from '../algorithms/registry.js';
 import type { Decision } from '../decision.js';
 import { type Keys, storeKeys } from '../keys.js';
 import type { CompiledRule } from '../rules.js';
@@ -147,8 +149,6 @@ const printable = (name: string): string => name.replace(/[^\x20-\x7e]/g, '?');
 /** `w`: the window in whole seconds, at least 1 (draft-10: "non-negative, non-zero"). */
 const windowSeconds = (rule: CompiledRule): string => seconds(rule.windowMs);
 
-const isMeter = (rule: CompiledRule): boolean => rule.algorithm === 'token-bucket' || rule.algorithm === 'leaky-bucket' || rule.algorithm === 'gcra';
-
 /**
  * draft-10's `t`: ms until the rule has more units than `remaining` says, or
  * undefined when it is at full capacity (no more will come: `t` is left out,
@@ -168,10 +168,8 @@ const isMeter = (rule: CompiledRule): boolean => rule.algorithm === 'token-bucke
 export function moreQuotaMs(decision: RuleDecision, rule: CompiledRule | undefined): number | undefined {
   if (!decision.allowed && Number.isFinite(decision.retryAfterMs)) return decision.retryAfterMs;
   if (!(decision.resetMs > 0)) return undefined;
-  if (rule !== undefined && isMeter(rule) && decision.remaining < rule.burst) {
-    return Math.max(0, decision.resetMs - ((rule.burst - decision.remaining - 1) * rule.windowMs) / rule.limit);
-  }
-  return decision.resetMs;
+  const nextUnitMs = rule === undefined ? undefined : ALGORITHMS[rule.algorithm].nextUnitMs;
+  return nextUnitMs === undefined ? decision.resetMs : nextUnitMs(rule as CompiledRule, decision.remaining, decision.resetMs);
 }
 
 /** `X-RateLimit-Limit`, `-Remaining` and `-Reset` (Unix epoch seconds: `decidedAt + resetMs`, rounded up), as GitHub sends them. */
@@ -246,7 +244,7 @@ export function draft10Headers(reports: readonly PolicyReport[], names: readonly
       const name = sfString(names[i]?.[j] ?? rule.name);
       const key = report.partitionKeys?.[rule.scope];
       const pk = key === undefined ? '' : `;pk=:${key}:`;
-      const concurrent = rule.algorithm === 'concurrency';
+      const concurrent = ALGORITHMS[rule.algorithm].unit === 'concurrent-requests';
       const unit = concurrent ? 'concurrent-requests' : report.quotaUnit === 'content-bytes' ? 'content-bytes' : undefined;
       // A concurrency rule's windowMs is how long a lease lives, not a window of its quota: no `w`.
       policies.push(

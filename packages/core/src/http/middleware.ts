@@ -4,7 +4,7 @@ import { describe, type ErrorCode, ErrorCodes, FloodgateError, isFloodgateError,
 import type { Keys } from '../keys.js';
 import { type ConsumeOptions, consumeNow, createLimiter, isUnmeasured, type Limiter } from '../limiter.js';
 import { adapterOptionNames, type LimiterOptions, limiterOptionNames, rejectUnknownKeys, ruleShorthandNames } from '../options.js';
-import type { RuleOptions } from '../rules.js';
+import { optionsOf, type RuleOptions } from '../rules.js';
 import { sleep } from '../sleep.js';
 import { type Header, type HeadersMode, headersModes, type PolicyReport, partitionKeys, rateLimitHeaders } from './headers.js';
 import type { KeyFunction } from './keys.js';
@@ -305,12 +305,8 @@ function compileRulesOption<Args extends unknown[]>(
       `${where}: limit as a function replaces the limit of the limiter's one rule, and this limiter has ${limiter.rules.length}; use rules: (req) => [...] instead.`,
     );
   }
-  const { name, algorithm, windowMs, scope } = rule;
-  const template: Record<string, unknown> = { name, algorithm, windowMs, scope };
-  if (rule.algorithm === 'sliding-window') template.segments = rule.segments;
-  if (rule.algorithm === 'leaky-bucket') template.mode = rule.mode;
-  if (rule.blockMs > 0) template.blockMs = rule.blockMs;
-  if (rule.maxBlockMs > 0) template.maxBlockMs = rule.maxBlockMs;
+  // The rule as options, but its limit and burst, which follow the limit the function gives.
+  const { limit: _limit, burst: _burst, ...template } = optionsOf(rule) as RuleOptions & Record<string, unknown>;
   const byLimit = new Map<number, readonly RuleOptions[]>();
   const rulesOf = (value: unknown): readonly RuleOptions[] => {
     const n = checkLimit(value);

@@ -1,5 +1,5 @@
 /*
- * The fast path of the Redis library (lua/fast.lua) against its general path
+ * The fast path of the Redis library (lua/fast-prelude.lua, each algorithm's fast.lua) against its general path
  * (lua/calls.lua): the same consume on two keys that hold the same state must
  * get the same reply (but for the block's numbers, all 0, that the fast path
  * leaves out) and leave the same value and expiry, whatever the keys held
@@ -210,7 +210,7 @@ function argsOf(s: Step): string[] {
 
 const numbers = (reply: unknown): number[] => (reply as unknown[]).map(Number);
 
-describe('the fast path (lua/fast.lua) decides as the general path', () => {
+describe("the fast path (lua/fast-prelude.lua, the algorithms' fast.lua) decides as the general path", () => {
   it('the same replies and the same keys, from any state, in one FCALL each step', async () => {
     const redis = redisServer.client;
     await redis.call('FUNCTION', 'LOAD', 'REPLACE', `${LIBRARY.functions}\n${TEST_FUNCTION}`);

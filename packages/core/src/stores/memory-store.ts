@@ -9,8 +9,8 @@ import {
   slidingLog,
   type VectorAlgorithm,
   type Verdict,
-  vectorAlgorithms,
 } from '../algorithms/index.js';
+import { ALGORITHMS } from '../algorithms/registry.js';
 import { describe, ErrorCodes, FloodgateError } from '../errors.js';
 import type { CompiledRule } from '../rules.js';
 import { MAX_TIMER_MS } from '../sleep.js';
@@ -607,13 +607,13 @@ export class MemoryStore implements Store {
   private tableFor(prefix: string, rule: CompiledRule): Table {
     // Tables are found by what shapes their state, so a hot update that keeps
     // a rule's name and algorithm keeps its keys' state.
-    const algorithm = rule.algorithm === 'sliding-log' || rule.algorithm === 'concurrency' ? undefined : vectorAlgorithms[rule.algorithm];
-    const size = algorithm?.stateSize(rule) ?? 0;
+    const state = ALGORITHMS[rule.algorithm].state;
+    const size = state.kind === 'vector' ? state.algorithm.stateSize(rule) : 0;
     const id = `${prefix}\u0000${rule.name}\u0000${rule.algorithm}\u0000${size}`;
     let table = this.tables.get(id);
     if (table === undefined) {
-      if (algorithm !== undefined) table = new VectorTable(algorithm, size, this.maxKeys);
-      else table = rule.algorithm === 'concurrency' ? new LeaseTable(this.maxKeys) : new LogTable(this.maxKeys);
+      if (state.kind === 'vector') table = new VectorTable(state.algorithm, size, this.maxKeys);
+      else table = state.kind === 'leases' ? new LeaseTable(this.maxKeys) : new LogTable(this.maxKeys);
       this.tables.set(id, table);
     }
     return table;

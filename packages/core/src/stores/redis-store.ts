@@ -62,7 +62,7 @@ interface Prepared {
   readonly suffixes: readonly string[];
   readonly views: readonly RuleView[];
   /**
-   * Whether a consume takes the fast path (lua/fast.lua): plain rules only, on
+   * Whether a consume takes the fast path (lua/fast-prelude.lua, each algorithm's fast.lua): plain rules only, on
    * Redis's own clock. It then sends the keys, the rules' specs and the cost (none when 1),
    * and the library leaves out each rule's block numbers, all 0 (see consumeFast).
    */

@@ -1,24 +1,26 @@
 import fc from 'fast-check';
-import { type AlgorithmName, type CompiledRule, compileRule, type RuleOptions } from '../rules.js';
+import { ALGORITHMS } from '../algorithms/registry.js';
+import { type AlgorithmName, algorithms, type CompiledRule, compileRule, type RuleOptions } from '../rules.js';
 
-/** Small rules, so that the brute-force models stay fast while every branch is reached. */
+/** Small rules, so that the brute-force models stay fast while every branch is reached; with the options their algorithm takes. */
 export function ruleOptions(algorithm: AlgorithmName, name = 'default'): fc.Arbitrary<RuleOptions> {
-  const base = { limit: fc.integer({ min: 1, max: 12 }), windowMs: fc.integer({ min: 1, max: 240 }) };
-  switch (algorithm) {
-    case 'sliding-window':
-      return fc
-        .record({ ...base, segments: fc.integer({ min: 1, max: 6 }) })
-        .map(({ limit, windowMs, segments }) => ({ name, algorithm, limit, windowMs: Math.max(segments, windowMs - (windowMs % segments)), segments }));
-    case 'token-bucket':
-    case 'gcra':
-      return fc.record({ ...base, burst: fc.integer({ min: 1, max: 15 }) }).map((r) => ({ name, algorithm, ...r }));
-    case 'leaky-bucket':
-      return fc
-        .record({ ...base, burst: fc.integer({ min: 1, max: 15 }), mode: fc.constantFrom('police' as const, 'shape' as const) })
-        .map((r) => ({ name, algorithm, ...r }));
-    default:
-      return fc.record(base).map((r) => ({ name, algorithm, ...r }));
-  }
+  const takes = ALGORITHMS[algorithm].takes;
+  return fc
+    .record({
+      limit: fc.integer({ min: 1, max: 12 }),
+      windowMs: fc.integer({ min: 1, max: 240 }),
+      segments: fc.integer({ min: 1, max: 6 }),
+      burst: fc.integer({ min: 1, max: 15 }),
+      mode: fc.constantFrom('police' as const, 'shape' as const),
+    })
+    .map(({ limit, windowMs, segments, burst, mode }): RuleOptions => {
+      const rule: RuleOptions = { name, algorithm, limit, windowMs };
+      // A window that the segments divide.
+      if (takes.includes('segments')) Object.assign(rule, { segments, windowMs: Math.max(segments, windowMs - (windowMs % segments)) });
+      if (takes.includes('burst')) rule.burst = burst;
+      if (takes.includes('mode')) rule.mode = mode;
+      return rule;
+    });
 }
 
 export function compiledRule(algorithm: AlgorithmName): fc.Arbitrary<CompiledRule> {
@@ -53,4 +55,5 @@ export function ruleAndTrace(algorithm: AlgorithmName, maxLength?: number): fc.A
   );
 }
 
-export const algorithmNames: AlgorithmName[] = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'leaky-bucket', 'gcra', 'concurrency'];
+/** Every algorithm (the registry's). */
+export const algorithmNames: AlgorithmName[] = [...algorithms];

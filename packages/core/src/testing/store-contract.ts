@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { ALGORITHMS } from '../algorithms/registry.js';
 import type { Keys } from '../keys.js';
 import { createLimiter, type Limiter } from '../limiter.js';
 import { type AlgorithmName, algorithms, type CompiledRule, compileRule, type RuleOptions } from '../rules.js';
@@ -56,7 +57,7 @@ export interface StoreContractOptions {
 
 const scopes = ['key', 'key', 'ip', 'user', 'global'] as const;
 const every: readonly AlgorithmName[] = algorithms;
-const blockingAlgorithms = every.filter((algorithm) => algorithm !== 'concurrency');
+const blockingAlgorithms = every.filter((algorithm) => ALGORITHMS[algorithm].blocks);
 
 /**
  * Blocking options, for every algorithm but concurrency: none (unless
@@ -66,7 +67,7 @@ const blockingAlgorithms = every.filter((algorithm) => algorithm !== 'concurrenc
  * follow each other, within a trace).
  */
 function blocking(algorithm: AlgorithmName, range: [number, number], always: boolean): fc.Arbitrary<Pick<RuleOptions, 'blockMs' | 'maxBlockMs'>> {
-  if (algorithm === 'concurrency') return fc.constant({});
+  if (!ALGORITHMS[algorithm].blocks) return fc.constant({});
   const blockMs = fc.integer({ min: Math.max(1, Math.round(range[0] / 10)), max: always ? range[0] : range[1] });
   return fc.oneof(
     { weight: always ? 0 : 2, arbitrary: fc.constant({}) },
@@ -88,17 +89,13 @@ function contractRule(algorithm: AlgorithmName, name: string, range: [number, nu
       block: blocking(algorithm, range, blocks),
     })
     .map(({ limit, windowMs, burst, segments, shape, scope, block }): RuleOptions => {
-      switch (algorithm) {
-        case 'sliding-window':
-          return { name, scope, algorithm, limit, windowMs: Math.max(segments, windowMs - (windowMs % segments)), segments, ...block };
-        case 'token-bucket':
-        case 'gcra':
-          return { name, scope, algorithm, limit, windowMs: windowMs * Math.ceil(limit / burst), burst, ...block };
-        case 'leaky-bucket':
-          return { name, scope, algorithm, limit, windowMs: windowMs * Math.ceil(limit / burst), burst, mode: shape ? 'shape' : 'police', ...block };
-        default:
-          return { name, scope, algorithm, limit, windowMs, ...block };
-      }
+      const takes = ALGORITHMS[algorithm].takes;
+      const rule: RuleOptions = { name, scope, algorithm, limit, windowMs, ...block };
+      // A window the segments divide; a bucket's refill time stretched into the range.
+      if (takes.includes('segments')) Object.assign(rule, { segments, windowMs: Math.max(segments, windowMs - (windowMs % segments)) });
+      if (takes.includes('burst')) Object.assign(rule, { burst, windowMs: windowMs * Math.ceil(limit / burst) });
+      if (takes.includes('mode')) rule.mode = shape ? 'shape' : 'police';
+      return rule;
     });
 }
 

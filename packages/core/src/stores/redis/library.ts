@@ -18,7 +18,7 @@ export interface RedisLibrary {
   /** The function peek calls: flagged no-writes, so FCALL_RO runs it on a replica. */
   readonly readOnly: string;
   /**
-   * The fast path (lua/fast.lua): a consume of one plain rule on Redis's
+   * The fast path (lua/fast-prelude.lua, each algorithm's fast.lua): a consume of one plain rule on Redis's
    * clock, taking the key, the rule's spec and the cost (none when 1). It answers the
    * rule's view without the block's numbers, or, for a key it cannot decide,
    * what the write function answers.

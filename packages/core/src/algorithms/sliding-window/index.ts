@@ -1,5 +1,5 @@
-import type { CompiledRule } from '../rules.js';
-import { floorDiv, type StateVector, type VectorAlgorithm } from './types.js';
+import { type AlgorithmDefinition, floorDiv, type RuleNumbers, type StateVector, type VectorAlgorithm } from '../types.js';
+import { vectorCodec } from '../vector-codec.js';
 
 /*
  * Sliding window: the window is cut into `segments` segments of G =
@@ -20,7 +20,7 @@ import { floorDiv, type StateVector, type VectorAlgorithm } from './types.js';
 const COUNTS = 2; // offset of the oldest counter in the state vector
 
 /** Reads the counters as seen from segment `segment`, into `counts` (oldest first). */
-function countsAt(rule: CompiledRule, state: StateVector | null, base: number, segment: number, counts: number[]): void {
+function countsAt(rule: RuleNumbers, state: StateVector | null, base: number, segment: number, counts: number[]): void {
   const slots = rule.segments + 1;
   const shift = state === null || state[base] !== rule.segmentMs ? slots : segment - (state[base + 1] as number);
   for (let i = 0; i < slots; i++) {
@@ -30,7 +30,7 @@ function countsAt(rule: CompiledRule, state: StateVector | null, base: number, s
 }
 
 /** ms from `now` (in segment `segment`) until every counted call has left the window (0 when nothing is counted). */
-function msUntilEmpty(rule: CompiledRule, counts: number[], segment: number, now: number): number {
+function msUntilEmpty(rule: RuleNumbers, counts: number[], segment: number, now: number): number {
   for (let i = rule.segments; i >= 0; i--) {
     if ((counts[i] as number) > 0) return (segment + i + 1) * rule.segmentMs - now;
   }
@@ -43,7 +43,7 @@ function msUntilEmpty(rule: CompiledRule, counts: number[], segment: number, now
  * loses weight linearly, and at a segment boundary the estimate is continuous.
  * So walk the segments and solve the linear inequality in each.
  */
-function msUntilFits(rule: CompiledRule, counts: number[], phase: number, cost: number): number {
+function msUntilFits(rule: RuleNumbers, counts: number[], phase: number, cost: number): number {
   const G = rule.segmentMs;
   const S = rule.segments;
   let newer = 0;
@@ -66,7 +66,6 @@ function msUntilFits(rule: CompiledRule, counts: number[], phase: number, cost: 
 }
 
 export const slidingWindow: VectorAlgorithm = {
-  name: 'sliding-window',
   stateSize: (rule) => rule.segments + 3,
 
   decide(rule, state, base, now, cost, out, next) {
@@ -136,4 +135,31 @@ export const slidingWindow: VectorAlgorithm = {
     for (let i = 0; i <= S; i++) next[COUNTS + i] = i >= S - newest ? (counts[i - (S - newest)] as number) : 0;
     return ttl;
   },
+};
+
+/**
+ * Sliding window in the rest of Floodgate. Text: its state's numbers. Redis
+ * (sliding-window.lua, fast.lua): "segmentMs:c0:...:cS", expiring when the
+ * newest count leaves the window; the library's view is the phase (ms into
+ * the current segment), then the counts as seen from it, oldest first.
+ */
+export const definition: AlgorithmDefinition = {
+  takes: ['segments'],
+  blocks: true,
+  unit: 'requests',
+  state: { kind: 'vector', algorithm: slidingWindow },
+  // The segment length divides.
+  codec: vectorCodec('sw', slidingWindow, (numbers) => numbers[0] !== 0),
+  // It weighs up to segments + 1 counters of at most `limit` by the segment length.
+  largest: (rule) => 2 * (rule.segments + 1) * rule.limit * rule.segmentMs,
+  view: (rule) => ({
+    spec: `sw:${rule.limit}:${rule.windowMs}:${rule.segments}`,
+    size: rule.segments + 2, // phase, counts oldest first
+    fast: true,
+    verdict: (reply, at, cost, out) => {
+      // The memory store's state at segment 0 ([segmentMs, 0, counts...]), decided `phase` ms into it.
+      const state = [rule.segmentMs, 0, ...reply.slice(at + 1, at + rule.segments + 2)];
+      slidingWindow.decide(rule, state, 0, reply[at] as number, cost, out, new Array<number>(state.length));
+    },
+  }),
 };

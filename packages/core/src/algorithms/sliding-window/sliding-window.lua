@@ -1,4 +1,4 @@
--- Mirrors src/algorithms/sliding-window.ts. The key holds
+-- Mirrors index.ts (sliding window). The key holds
 -- "segmentMs:c0:...:cS", the counts of the newest counted segment and the S
 -- before it (oldest first), and expires when the newest count leaves the
 -- window: at that segment's end + windowMs. Its TTL tells where that segment

@@ -1,4 +1,4 @@
--- Mirrors src/algorithms/meter.ts: token-bucket, leaky-bucket and gcra are
+-- Mirrors index.ts (the meter): token-bucket, leaky-bucket and gcra are
 -- one meter, a level of units that drains at per_ms units per ms, with room
 -- for `burst` tokens of `unit` units each. The key holds
 -- "level:unitsPerToken:unitsPerMs" as of the time it was written, and expires

@@ -1,5 +1,5 @@
-import type { CompiledRule } from '../rules.js';
-import type { Verdict } from './types.js';
+import type { AlgorithmDefinition, RuleNumbers, StateCodec, Verdict } from '../types.js';
+import { countedUnits } from '../view-helpers.js';
 
 /**
  * The admitted calls of one key under a sliding-log rule, oldest first:
@@ -53,10 +53,8 @@ function prune(log: LogState, first: number): void {
  * the number of admitted calls in a window (O(limit) per key).
  */
 export const slidingLog = {
-  name: 'sliding-log' as const,
-
   /** Decides a call without changing `log`. */
-  decide(rule: CompiledRule, log: LogState | null, now: number, cost: number, out: Verdict): void {
+  decide(rule: RuleNumbers, log: LogState | null, now: number, cost: number, out: Verdict): void {
     const at = effectiveNow(log, now);
     let used = 0;
     let first = 0;
@@ -95,7 +93,7 @@ export const slidingLog = {
   },
 
   /** Records an admitted call; returns the log to keep (a new one when `log` is null). */
-  commit(rule: CompiledRule, log: LogState | null, now: number, cost: number): LogState {
+  commit(rule: RuleNumbers, log: LogState | null, now: number, cost: number): LogState {
     const target = log ?? createLog();
     const at = effectiveNow(target, now);
     prune(target, firstInside(target, at - rule.windowMs));
@@ -110,7 +108,7 @@ export const slidingLog = {
   },
 
   /** Gives `cost` units back, newest first. Returns ms the log must be kept, 0 when it is empty. */
-  refund(rule: CompiledRule, log: LogState, now: number, cost: number): number {
+  refund(rule: RuleNumbers, log: LogState, now: number, cost: number): number {
     const at = effectiveNow(log, now);
     prune(log, firstInside(log, at - rule.windowMs));
     let left = cost;
@@ -127,4 +125,51 @@ export const slidingLog = {
     if (log.times.length === log.head) return 0;
     return (log.times[log.times.length - 1] as number) + rule.windowMs - now;
   },
+};
+
+const integer = (text: string | undefined): number => (text !== undefined && /^(?:0|[1-9]\d{0,15})$/.test(text) ? Number(text) : Number.NaN);
+
+/** Text: `<ms>/<units>` per admitted ms, oldest first. */
+const codec: StateCodec<LogState> = {
+  tag: 'sl',
+  encode(log) {
+    const parts: string[] = [];
+    for (let i = log.head; i < log.times.length; i++) parts.push(`${log.times[i]}/${log.counts[i]}`);
+    return parts.join(',');
+  },
+  decode(_rule, text) {
+    const log = createLog();
+    for (const part of text.split(',')) {
+      const [at, units, extra] = part.split('/');
+      const time = integer(at);
+      const count = integer(units);
+      if (extra !== undefined || !Number.isSafeInteger(time) || !Number.isSafeInteger(count) || count === 0) return undefined;
+      if (log.times.length > 0 && time <= (log.times[log.times.length - 1] as number)) return undefined;
+      log.times.push(time);
+      log.counts.push(count);
+      log.total += count;
+    }
+    return Number.isSafeInteger(log.total) ? log : undefined;
+  },
+};
+
+/**
+ * Sliding log in the rest of Floodgate. Redis (sliding-log.lua): a sorted set,
+ * one member per admitted call; the library's view is the units in the
+ * window, ms until they have all left it, and ms until the call would fit.
+ */
+export const definition: AlgorithmDefinition = {
+  takes: [],
+  blocks: true,
+  unit: 'requests',
+  state: { kind: 'log' },
+  codec,
+  view: (rule) => ({
+    spec: `sl:${rule.limit}:${rule.windowMs}`,
+    size: 3, // units in the window, ms until they have left it, ms until the call fits
+    fast: false,
+    verdict: (reply, at, cost, out) => {
+      countedUnits(rule, reply[at] as number, reply[at + 1] as number, reply[at + 2] as number, rule.windowMs, cost, out);
+    },
+  }),
 };

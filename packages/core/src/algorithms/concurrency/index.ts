@@ -1,5 +1,5 @@
-import type { CompiledRule } from '../rules.js';
-import type { Verdict } from './types.js';
+import type { AlgorithmDefinition, RuleNumbers, StateCodec, Verdict } from '../types.js';
+import { countedUnits } from '../view-helpers.js';
 
 /**
  * The leases a key holds under a concurrency rule: `ids[i]` holds `costs[i]`
@@ -37,9 +37,7 @@ function alive(state: LeaseState | null, now: number): { cost: number; expires: 
  * happens": when enough leases expire; a release usually comes sooner.
  */
 export const concurrency = {
-  name: 'concurrency' as const,
-
-  decide(rule: CompiledRule, state: LeaseState | null, now: number, cost: number, out: Verdict): void {
+  decide(rule: RuleNumbers, state: LeaseState | null, now: number, cost: number, out: Verdict): void {
     const leases = alive(state, now);
     let used = 0;
     for (const lease of leases) used += lease.cost;
@@ -73,7 +71,7 @@ export const concurrency = {
   },
 
   /** Records the lease of an admitted call, dropping expired ones; returns the state to keep. */
-  commit(rule: CompiledRule, state: LeaseState | null, now: number, cost: number, leaseId: string): LeaseState {
+  commit(rule: RuleNumbers, state: LeaseState | null, now: number, cost: number, leaseId: string): LeaseState {
     const next: LeaseState = { ids: [], costs: [], expires: [] };
     if (state !== null) {
       for (let i = 0; i < state.ids.length; i++) {
@@ -101,4 +99,52 @@ export const concurrency = {
     for (let i = 0; i < state.ids.length; i++) if ((state.expires[i] as number) > latest) latest = state.expires[i] as number;
     return latest > now ? latest - now : 0;
   },
+};
+
+const integer = (text: string | undefined): number => (text !== undefined && /^(?:0|[1-9]\d{0,15})$/.test(text) ? Number(text) : Number.NaN);
+const LEASE_ID = /^[A-Za-z0-9._~-]{1,128}$/;
+
+/** Text: `<lease id>/<units>/<expires>` per lease. */
+const codec: StateCodec<LeaseState> = {
+  tag: 'cc',
+  encode: (leases) => leases.ids.map((id, i) => `${id}/${leases.costs[i]}/${leases.expires[i]}`).join(','),
+  decode(_rule, text) {
+    const leases: LeaseState = { ids: [], costs: [], expires: [] };
+    for (const part of text.split(',')) {
+      const [id, units, until, extra] = part.split('/');
+      const cost = integer(units);
+      const expires = integer(until);
+      if (extra !== undefined || id === undefined || !LEASE_ID.test(id) || !Number.isSafeInteger(cost) || cost === 0 || !Number.isSafeInteger(expires)) {
+        return undefined;
+      }
+      leases.ids.push(id);
+      leases.costs.push(cost);
+      leases.expires.push(expires);
+    }
+    return leases;
+  },
+};
+
+/**
+ * Concurrency in the rest of Floodgate. Redis (concurrency.lua): a sorted set,
+ * one member per lease; the library's view is the units in use, ms until the
+ * last lease ends, and ms until the call would fit if no lease were released.
+ * Its rules take no blockMs (a denial ends when a request does: no breach),
+ * and its quota is requests in flight, with no window.
+ */
+export const definition: AlgorithmDefinition = {
+  takes: [],
+  blocks: false,
+  unit: 'concurrent-requests',
+  state: { kind: 'leases' },
+  codec,
+  view: (rule) => ({
+    spec: `cc:${rule.limit}:${rule.windowMs}`,
+    size: 3, // units in use, ms until the last lease ends, ms until the call fits
+    fast: false,
+    verdict: (reply, at, cost, out) => {
+      const resetNow = reply[at + 1] as number;
+      countedUnits(rule, reply[at] as number, resetNow, reply[at + 2] as number, Math.max(resetNow, rule.windowMs), cost, out);
+    },
+  }),
 };

@@ -1,4 +1,4 @@
--- Mirrors src/algorithms/sliding-log.ts on a sorted set: one member per
+-- Mirrors index.ts (sliding log) on a sorted set: one member per
 -- admitted call, scored by the ms it counts at and named "<units>:<cost>",
 -- where <units> sums every unit the key admitted up to and including that
 -- call (zero-padded, so that members of one ms sort in the order they came). The units in the window (at - windowMs, at] are the newest member's

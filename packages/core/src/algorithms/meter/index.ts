@@ -1,5 +1,5 @@
-import type { CompiledRule } from '../rules.js';
-import { ceilDiv, floorDiv, type StateVector, type VectorAlgorithm, type Verdict } from './types.js';
+import { type AlgorithmDefinition, ceilDiv, floorDiv, type RuleNumbers, type StateVector, type VectorAlgorithm, type Verdict } from '../types.js';
+import { vectorCodec } from '../vector-codec.js';
 
 /*
  * token-bucket, leaky-bucket and gcra are one meter: a level ("debt") of units
@@ -14,7 +14,7 @@ import { ceilDiv, floorDiv, type StateVector, type VectorAlgorithm, type Verdict
  * so `limit` tokens drain in exactly `windowMs`, and integer arithmetic on
  * doubles stays exact (rules are bounded at compile time). A token bucket's
  * tokens are `burst - level`; a GCRA's theoretical arrival time is
- * `updatedAt + level / unitsPerMs`. The Redis library (lua/meter.lua)
+ * `updatedAt + level / unitsPerMs`. The Redis library (meter.lua, fast.lua)
  * mirrors these functions.
  *
  * State: [level, updatedAt, unitsPerToken, unitsPerMs]: the level and the
@@ -38,7 +38,7 @@ export function drain(level: number, elapsedMs: number, unitsPerMs: number): num
  * At most a full bucket (burst * unitsPerToken), as a bucket never holds more:
  * a rule made much slower would otherwise carry over a debt of ages.
  */
-export function rescaleLevel(rule: CompiledRule, level: number, storedUnitsPerToken: number): number {
+export function rescaleLevel(rule: RuleNumbers, level: number, storedUnitsPerToken: number): number {
   const unit = rule.unitsPerToken;
   const rescaled = storedUnitsPerToken === unit ? level : ceilDiv(level * unit, storedUnitsPerToken);
   return Math.min(rescaled, rule.burst * unit);
@@ -48,7 +48,7 @@ export function rescaleLevel(rule: CompiledRule, level: number, storedUnitsPerTo
  * Decides a call against a level (already drained to `now`). Fills `out` and
  * returns the level after admitting (meaningful only when `out.allowed`).
  */
-export function decideLevel(rule: CompiledRule, level: number, cost: number, out: Verdict): number {
+export function decideLevel(rule: RuleNumbers, level: number, cost: number, out: Verdict): number {
   const unit = rule.unitsPerToken;
   const perMs = rule.unitsPerMs;
   const room = rule.burst * unit;
@@ -81,21 +81,20 @@ export function decideLevel(rule: CompiledRule, level: number, cost: number, out
 const countFrom = (state: StateVector, base: number, now: number): number => Math.max(state[base + 1] as number, now);
 
 /** The level a state stands for at `at` (from countFrom), in `rule`'s units. */
-function levelAt(rule: CompiledRule, state: StateVector, base: number, at: number): number {
+function levelAt(rule: RuleNumbers, state: StateVector, base: number, at: number): number {
   const drained = drain(state[base] as number, at - (state[base + 1] as number), state[base + 3] as number);
   return rescaleLevel(rule, drained, state[base + 2] as number);
 }
 
-function write(rule: CompiledRule, level: number, at: number, next: StateVector): void {
+function write(rule: RuleNumbers, level: number, at: number, next: StateVector): void {
   next[0] = level;
   next[1] = at;
   next[2] = rule.unitsPerToken;
   next[3] = rule.unitsPerMs;
 }
 
-function meter(name: 'token-bucket' | 'leaky-bucket' | 'gcra'): VectorAlgorithm {
+function meter(): VectorAlgorithm {
   return {
-    name,
     stateSize: () => 4,
 
     decide(rule, state, base, now, cost, out, next) {
@@ -123,7 +122,7 @@ function meter(name: 'token-bucket' | 'leaky-bucket' | 'gcra'): VectorAlgorithm 
  * and refills `limit` tokens per `windowMs`; a call takes `cost` tokens or is
  * denied.
  */
-export const tokenBucket: VectorAlgorithm = meter('token-bucket');
+export const tokenBucket: VectorAlgorithm = meter();
 
 /**
  * Leaky bucket: a meter of capacity `burst` (default `limit`) that drains
@@ -134,7 +133,7 @@ export const tokenBucket: VectorAlgorithm = meter('token-bucket');
  *   call waits for the units queued ahead of it to drain, so that calls leave
  *   at a constant rate.
  */
-export const leakyBucket: VectorAlgorithm = meter('leaky-bucket');
+export const leakyBucket: VectorAlgorithm = meter();
 
 /**
  * GCRA (generic cell rate algorithm), as in redis-cell and go-redis/redis_rate:
@@ -142,4 +141,42 @@ export const leakyBucket: VectorAlgorithm = meter('leaky-bucket');
  * `burst` (default `limit`) units. A call of cost c is admitted when
  * max(TAT, now) + c·T - burst·T <= now.
  */
-export const gcra: VectorAlgorithm = meter('gcra');
+export const gcra: VectorAlgorithm = meter();
+
+/** A unit comes back as the level drains: the next one when the level is one token below where it is. */
+function nextUnitMs(rule: RuleNumbers, remaining: number, resetMs: number): number {
+  if (remaining >= rule.burst) return resetMs;
+  return Math.max(0, resetMs - ((rule.burst - remaining - 1) * rule.windowMs) / rule.limit);
+}
+
+/**
+ * The meter in the rest of Floodgate, under three names. Text: its state's
+ * numbers (`level,updatedAt,unitsPerToken,unitsPerMs`). Redis (meter.lua,
+ * fast.lua): "level:unitsPerToken:unitsPerMs", expiring when the level has
+ * drained; the library's view is the level now.
+ */
+function meterDefinition(algorithm: VectorAlgorithm, tag: string, takes: AlgorithmDefinition['takes']): AlgorithmDefinition {
+  return {
+    takes,
+    blocks: true,
+    unit: 'requests',
+    state: { kind: 'vector', algorithm },
+    // Units per token and per ms divide.
+    codec: vectorCodec(tag, algorithm, (numbers) => numbers[2] !== 0 && numbers[3] !== 0),
+    view: (rule) => ({
+      spec: `m:${rule.burst}:${rule.unitsPerToken}:${rule.unitsPerMs}`,
+      size: 1, // the level now
+      fast: true,
+      verdict: (reply, at, cost, out) => {
+        decideLevel(rule, reply[at] as number, cost, out);
+      },
+    }),
+    nextUnitMs,
+    // A bucket holds up to two capacities of units while deciding.
+    largest: (rule) => 2 * rule.burst * rule.unitsPerToken,
+  };
+}
+
+export const tokenBucketDefinition = meterDefinition(tokenBucket, 'tb', ['burst']);
+export const leakyBucketDefinition = meterDefinition(leakyBucket, 'lb', ['burst', 'mode']);
+export const gcraDefinition = meterDefinition(gcra, 'gc', ['burst']);

@@ -1,4 +1,4 @@
--- Mirrors src/algorithms/concurrency.ts on a sorted set: one member per
+-- Mirrors index.ts (concurrency) on a sorted set: one member per
 -- lease, named by its lease id ("<cost>.<random>", made by the limiter) and
 -- scored by the ms it ends at. The member "#" keeps the units of all leases
 -- in the set, as the score -1 - units (below every time, so out of every

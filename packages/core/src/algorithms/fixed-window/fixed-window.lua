@@ -1,4 +1,4 @@
--- Mirrors src/algorithms/fixed-window.ts. The key holds the count and
+-- Mirrors index.ts (fixed window). The key holds the count and
 -- expires when its window ends, so its TTL tells when that is: a call in a
 -- window the key already holds reads no clock and is one INCRBY, which keeps
 -- the expiry (unless the key also holds a block: see prelude.lua).

@@ -1,5 +1,5 @@
-import type { CompiledRule } from '../rules.js';
-import type { VectorAlgorithm, Verdict } from './types.js';
+import type { AlgorithmDefinition, RuleNumbers, VectorAlgorithm, Verdict } from '../types.js';
+import { vectorCodec } from '../vector-codec.js';
 
 /**
  * Decides a call of `cost` against the `count` already in a window that ends
@@ -7,7 +7,7 @@ import type { VectorAlgorithm, Verdict } from './types.js';
  * the decide below and the Redis store, whose library answers with just
  * these two numbers.
  */
-export function countInWindow(rule: CompiledRule, count: number, msToEnd: number, cost: number, out: Verdict): boolean {
+export function countInWindow(rule: RuleNumbers, count: number, msToEnd: number, cost: number, out: Verdict): boolean {
   const limit = rule.limit;
   const after = count + cost;
   out.remainingNow = count < limit ? limit - count : 0;
@@ -41,7 +41,6 @@ export function countInWindow(rule: CompiledRule, count: number, msToEnd: number
  * the same state as the count and an expiry at windowEnd - 1.
  */
 export const fixedWindow: VectorAlgorithm = {
-  name: 'fixed-window',
   stateSize: () => 2,
 
   decide(rule, state, base, now, cost, out, next) {
@@ -68,4 +67,25 @@ export const fixedWindow: VectorAlgorithm = {
     next[1] = count;
     return end - now;
   },
+};
+
+/**
+ * Fixed window in the rest of Floodgate. Text: `<windowEnd>,<count>`. Redis
+ * (fixed-window.lua, fast.lua): the count, expiring with its window; the
+ * library's view is the count and ms to the window's end.
+ */
+export const definition: AlgorithmDefinition = {
+  takes: [],
+  blocks: true,
+  unit: 'requests',
+  state: { kind: 'vector', algorithm: fixedWindow },
+  codec: vectorCodec('fw', fixedWindow),
+  view: (rule) => ({
+    spec: `fw:${rule.limit}:${rule.windowMs}`,
+    size: 2, // count, ms to the window's end
+    fast: true,
+    verdict: (reply, at, cost, out) => {
+      countInWindow(rule, reply[at] as number, reply[at + 1] as number, cost, out);
+    },
+  }),
 };
