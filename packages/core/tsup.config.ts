@@ -4,7 +4,7 @@ import { floodgateBuild } from '../../tsup.shared.js';
 // Runtime-neutral: runs on Node, Bun, Deno and Workers.
 // Both builds write to dist/, which the build script empties first.
 const library = {
-  ...floodgateBuild('neutral', { index: 'src/index.ts', adapter: 'src/adapter.ts', store: 'src/store.ts', internal: 'src/internal.ts' }),
+  ...floodgateBuild('neutral', { index: 'src/index.ts', adapter: 'src/adapter.ts', store: 'src/store.ts' }),
   clean: false,
 };
 

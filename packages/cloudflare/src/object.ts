@@ -1,6 +1,4 @@
-import type { CompiledRule } from '@floodgate/core';
-import { compileRule } from '@floodgate/core/internal';
-import { decodeEntry, encodeEntry, endOf, evaluate } from '@floodgate/core/store';
+import { type CompiledRule, compileRule, decodeEntry, encodeEntry, endOf, evaluate } from '@floodgate/core/store';
 import { type Answer, type Call, encodeVerdict, type Operation } from './protocol.js';
 
 /** The part of a Durable Object's storage (`ctx.storage`) the object uses: its key-value API, and alarms. */

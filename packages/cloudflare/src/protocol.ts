@@ -13,8 +13,8 @@
  * the object (validated, cached), so the object holds no configuration of
  * its own and a hot update of the rules reaches it with the next call.
  */
-import type { CompiledRule, RuleOptions } from '@floodgate/core';
-import type { Verdict } from '@floodgate/core/internal';
+import type { RuleOptions } from '@floodgate/core';
+import type { CompiledRule, Verdict } from '@floodgate/core/store';
 import { optionsOf } from '@floodgate/core/store';
 
 /**

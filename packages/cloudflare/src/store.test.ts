@@ -4,7 +4,7 @@
  * workers.test.ts here, and the store conformance suite of @floodgate/core).
  */
 import { algorithms } from '@floodgate/core';
-import { compileRule, step } from '@floodgate/core/internal';
+import { compileRule, evaluate, type Verdict } from '@floodgate/core/store';
 import { describe, expect, it } from 'vitest';
 import { decodeVerdict, encodeVerdict, ruleOptionsOf } from './protocol.js';
 import { type DurableObjectNamespaceLike, DurableObjectStore } from './store.js';
@@ -72,13 +72,15 @@ describe('rules on their way to an object', () => {
 describe('verdicts on their way back', () => {
   const rule = compileRule({ name: 'r', algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }, 'rule');
   /** A verdict of a key blocked for 10 more seconds of a block of 15, its second strike. */
+  /** The verdict of a first call: what the object sends back. */
+  const first = () => evaluate({ op: 'consume', rules: [rule], now: 0, cost: 1, leaseId: '' }, [null]).verdicts[0] as Verdict;
   const blocked = () => {
-    const { verdict } = step(rule, null, 0, 1);
+    const verdict = first();
     return Object.assign(verdict, { allowed: false, retryAfterMs: 10_000, remaining: 0, remainingNow: 0, blockLeftMs: 10_000, blockMs: 15_000, strike: 2 });
   };
 
   it('carries the block fields: a verdict comes back as it left, but for its ttl (the object keeps that)', () => {
-    for (const verdict of [step(rule, null, 0, 1).verdict, blocked(), { ...blocked(), blockLeftMs: 15_000, retryAfterMs: 15_000, blockStarted: true }]) {
+    for (const verdict of [first(), blocked(), { ...blocked(), blockLeftMs: 15_000, retryAfterMs: 15_000, blockStarted: true }]) {
       const { ttlMs: _, ...sent } = verdict;
       expect(decodeVerdict(JSON.parse(JSON.stringify(encodeVerdict(verdict))))).toEqual(sent);
     }

@@ -1,4 +1,5 @@
-import { type CompiledRule, ErrorCodes, FloodgateError, type RuleDecision, type RuleSet, type Store, type StoreKeys } from '@floodgate/core';
+import { ErrorCodes, FloodgateError, type RuleDecision, type Store } from '@floodgate/core';
+import type { CompiledRule, RuleSet, StoreKeys } from '@floodgate/core/store';
 import { decisionsOf, STATE_VERSION, stateSizeOf } from '@floodgate/core/store';
 import { type Answer, type Call, callUrl, decodeVerdict, type Operation, ruleOptionsOf } from './protocol.js';
 

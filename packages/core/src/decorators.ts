@@ -17,10 +17,10 @@ import { type CallPlan, planCalls, runLimited, type WrapOptions } from './wrap.j
  * its `this`; annotate their parameters (the decorator cannot see the method's).
  */
 // biome-ignore lint/suspicious/noExplicitAny: a key function may read any of the method's parameters, and its `this`
-export type RateLimitedCallOptions = WrapOptions<any[], any>;
+type RateLimitedCallOptions = WrapOptions<any[], any>;
 
 /** The options of `@rateLimited(options)`: the limiter's (rules, store, ...) and the call's (key, cost, wait). */
-export type RateLimitedOptions = LimiterOptions & Omit<RateLimitedCallOptions, 'rules'>;
+type RateLimitedOptions = LimiterOptions & Omit<RateLimitedCallOptions, 'rules'>;
 
 /** An async method of any parameters. */
 // biome-ignore lint/suspicious/noExplicitAny: the parameters of a method are contravariant: only any[] takes them all
@@ -76,8 +76,10 @@ const isLimiter = (value: unknown): value is Limiter =>
  * }
  * ```
  */
-export function rateLimited(options: RateLimitedOptions): RateLimitedDecorator;
-export function rateLimited(limiter: Limiter, options: RateLimitedCallOptions): RateLimitedDecorator;
+// biome-ignore lint/suspicious/noExplicitAny: key and cost may read any of the method's parameters, and its `this`
+export function rateLimited(options: LimiterOptions & Omit<WrapOptions<any[], any>, 'rules'>): RateLimitedDecorator;
+// biome-ignore lint/suspicious/noExplicitAny: as above
+export function rateLimited(limiter: Limiter, options: WrapOptions<any[], any>): RateLimitedDecorator;
 export function rateLimited(first: Limiter | RateLimitedOptions, second?: RateLimitedCallOptions): RateLimitedDecorator {
   let plan: CallPlan<unknown[], unknown>;
   let limiterFor: () => Limiter;

@@ -18,7 +18,7 @@ import {
 import type { CompiledRule, RuleOptions } from './rules.js';
 import type { RuleDecision, RuleSet, Store, StoreKeys } from './stores/types.js';
 import { type Admitter, realClock, WaitingRoom, type WaitOptions } from './wait.js';
-import { type RateLimitedFunction, type WrapOptions, wrap } from './wrap.js';
+import { type WrapOptions, wrap } from './wrap.js';
 
 /** Events of a limiter. Payloads are built only when someone listens. */
 export interface LimiterEvents {
@@ -31,7 +31,14 @@ export interface LimiterEvents {
    * consume or peek (absent when a refund or a lease release failed); `latencyMs`
    * is how long the call took to fail (timeoutMs for a store that did not answer).
    */
-  error: { key: Keys; error: Error; operation: StoreOperation; decision?: Decision; latencyMs: number };
+  error: {
+    key: Keys;
+    error: Error;
+    /** The limiter method whose store call failed. */
+    operation: 'consume' | 'peek' | 'refund' | 'release';
+    decision?: Decision;
+    latencyMs: number;
+  };
   /**
    * A call started a block: a rule with `blockMs` denied it. One event per
    * rule that started one (each denying rule with blockMs does). `blockMs`
@@ -42,7 +49,7 @@ export interface LimiterEvents {
 }
 
 /** The limiter call a store error happened in. */
-export type StoreOperation = 'consume' | 'peek' | 'refund' | 'release';
+type StoreOperation = LimiterEvents['error']['operation'];
 
 export interface ConsumeOptions {
   /** Units this call takes: a positive integer. @defaultValue 1 */
@@ -116,7 +123,7 @@ export interface Limiter {
   wrap<F extends (...args: any[]) => unknown>(
     fn: F,
     options: WrapOptions<Parameters<F>, ThisParameterType<F>>,
-  ): RateLimitedFunction<Parameters<F>, ReturnType<F>, ThisParameterType<F>>;
+  ): (this: ThisParameterType<F>, ...args: Parameters<F>) => Promise<Awaited<ReturnType<F>>>;
   /**
    * Releases what the limiter owns: the store it created (a store you passed
    * in stays yours to close). Calls still waiting (`wait()`, `wrap()`) are
@@ -456,7 +463,7 @@ class RateLimiter implements Limiter {
   wrap<F extends (...args: any[]) => unknown>(
     fn: F,
     options: WrapOptions<Parameters<F>, ThisParameterType<F>>,
-  ): RateLimitedFunction<Parameters<F>, ReturnType<F>, ThisParameterType<F>> {
+  ): (this: ThisParameterType<F>, ...args: Parameters<F>) => Promise<Awaited<ReturnType<F>>> {
     return wrap(this, fn as (this: ThisParameterType<F>, ...args: Parameters<F>) => ReturnType<F>, options);
   }
 

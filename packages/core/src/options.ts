@@ -6,16 +6,6 @@ import { MAX_TIMER_MS } from './sleep.js';
 import { MemoryStore } from './stores/memory-store.js';
 import type { Store } from './stores/types.js';
 
-/** Something that decides like a limiter: what `onStoreError` accepts as insurance (a limiter on a MemoryStore, usually). */
-export interface InsuranceLimiter {
-  consume(keys: Keys, options?: { cost?: number; rules?: readonly RuleOptions[] }): Promise<Decision>;
-  /** Gives back a lease the insurance took under a concurrency rule. */
-  release?(keys: Keys, leaseId: string): Promise<void>;
-}
-
-/** What to do when the store fails or does not answer within `timeoutMs`. */
-export type StoreErrorPolicy = 'allow' | 'deny' | InsuranceLimiter;
-
 /** Options of `createLimiter`: one rule in shorthand, or `rules`. */
 export interface LimiterOptions extends Partial<RuleOptions> {
   /** Several rules, all of which must admit a call (AND). Not together with the shorthand fields. */
@@ -27,7 +17,15 @@ export interface LimiterOptions extends Partial<RuleOptions> {
   /** A store call slower than this counts as a store error. @defaultValue 200 */
   timeoutMs?: number;
   /** `'allow'` (fail open), `'deny'` (fail closed), or a limiter that decides instead. @defaultValue `'allow'` */
-  onStoreError?: StoreErrorPolicy;
+  onStoreError?:
+    | 'allow'
+    | 'deny'
+    | {
+        /** Decides instead of the store: a limiter on a MemoryStore, usually. */
+        consume(keys: Keys, options?: { cost?: number; rules?: readonly RuleOptions[] }): Promise<Decision>;
+        /** Gives back a lease the insurance took under a concurrency rule. */
+        release?(keys: Keys, leaseId: string): Promise<void>;
+      };
   /** The limiter's clock in ms. @defaultValue `Date.now` */
   now?: () => number;
   /**
@@ -38,6 +36,11 @@ export interface LimiterOptions extends Partial<RuleOptions> {
    */
   localDenyCache?: boolean | { maxKeys?: number };
 }
+
+/** What to do when the store fails or does not answer within `timeoutMs`. */
+export type StoreErrorPolicy = NonNullable<LimiterOptions['onStoreError']>;
+/** Something that decides like a limiter: what `onStoreError` accepts as insurance. */
+export type InsuranceLimiter = Exclude<StoreErrorPolicy, string>;
 
 /** LimiterOptions with every default filled in and every value checked. */
 export interface LimiterConfiguration {

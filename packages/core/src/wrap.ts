@@ -15,14 +15,14 @@ import { sleep } from './sleep.js';
 import type { WaitOptions } from './wait.js';
 
 /** A value, or a function of the wrapped function's `this` and arguments that returns it (or a promise of it). */
-export type PerCall<T, A extends unknown[], This> = T | ((this: This, ...args: A) => T | Promise<T>);
+type PerCall<T, A extends unknown[], This> = T | ((this: This, ...args: A) => T | Promise<T>);
 
 /** Options of `limiter.wrap()` (and of `@rateLimited`). */
 export interface WrapOptions<A extends unknown[] = unknown[], This = unknown> {
   /** The keys a call is limited under: `(...args) => keys` (called with the same `this`), or constant keys (`'github'`). */
-  key: PerCall<Keys, A, This>;
+  key: Keys | ((this: This, ...args: A) => Keys | Promise<Keys>);
   /** Units a call takes: a positive integer, or a function of the arguments. @defaultValue 1 */
-  cost?: PerCall<number, A, This>;
+  cost?: number | ((this: This, ...args: A) => number | Promise<number>);
   /**
    * Wait instead of rejecting: `true` waits as long as it takes,
    * `{ maxWaitMs, signal }` bounds it (`ERR_FG_WAIT_TIMEOUT` when admission
@@ -31,11 +31,11 @@ export interface WrapOptions<A extends unknown[] = unknown[], This = unknown> {
    */
   wait?: boolean | Pick<WaitOptions, 'maxWaitMs' | 'signal'>;
   /** Decide calls under these rules instead of the limiter's own (a plan): an array, or a function of the arguments. */
-  rules?: PerCall<readonly RuleOptions[], A, This>;
+  rules?: readonly RuleOptions[] | ((this: This, ...args: A) => readonly RuleOptions[] | Promise<readonly RuleOptions[]>);
 }
 
 /** What `wrap()` returns: `fn` with the same parameters and `this`, returning a promise of its result. */
-export type RateLimitedFunction<A extends unknown[], R, This = unknown> = (this: This, ...args: A) => Promise<Awaited<R>>;
+type RateLimitedFunction<A extends unknown[], R, This = unknown> = (this: This, ...args: A) => Promise<Awaited<R>>;
 
 /** What wrap needs of a limiter. */
 export interface WrappableLimiter {

@@ -9,7 +9,7 @@
  */
 
 import { once } from 'node:events';
-import { createLimiter, RedisStore, type StoreErrorPolicy } from '@floodgate/core';
+import { createLimiter, type LimiterOptions, RedisStore } from '@floodgate/core';
 import { type RedisServer, serveHttp, startRedis } from '@floodgate/test-support';
 import express from 'express';
 import { Redis, type RedisOptions } from 'ioredis';
@@ -47,7 +47,7 @@ async function scenario(options: { policy: 'allow' | 'deny' | 'insurance'; clien
   const client = new Redis({ port, host: '127.0.0.1', ...options.client });
   client.on('error', () => {}); // ioredis reports each failed reconnect; the limiter reports what matters
   await once(client, 'ready'); // as an app would before it serves
-  const onStoreError: StoreErrorPolicy =
+  const onStoreError: LimiterOptions['onStoreError'] =
     options.policy === 'insurance' ? createLimiter({ algorithm: 'fixed-window', limit: LIMIT / 2, windowMs: 1000 }) : options.policy;
   const limiter = createLimiter({
     algorithm: 'fixed-window',

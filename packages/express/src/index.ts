@@ -1,13 +1,10 @@
-import type { Decision } from '@floodgate/core';
+import type { Decision, KeyBy } from '@floodgate/core';
 import {
   createKeyBy,
   createRateLimitFlow,
   type Denial,
-  expressProxyTrust,
-  isPromise,
-  joinHeader,
-  type KeyBy,
   type Outcome,
+  proxyTrustOf,
   type RateLimitFlow,
   type RateLimitOptions,
   type RequestReader,
@@ -49,7 +46,7 @@ export type ExpressRateLimitOptions = RateLimitOptions<ExpressArgs, ExpressHandl
 const reader: RequestReader<ExpressArgs> = {
   clientIp: (req) => req.ip,
   socketIp: (req) => req.socket?.remoteAddress,
-  header: (name, req) => joinHeader(req.headers[name]),
+  header: (name, req) => req.headers[name],
 };
 
 /**
@@ -103,7 +100,7 @@ export function rateLimit(options: ExpressRateLimitOptions): RequestHandler {
     },
     clientIp: reader.clientIp,
     header: reader.header,
-    trust: (req) => expressProxyTrust(req.app),
+    trust: proxyTrustOf,
   });
   const answer = (outcome: Outcome, req: Request, res: Response, next: NextFunction): void => {
     try {
@@ -121,7 +118,7 @@ export function rateLimit(options: ExpressRateLimitOptions): RequestHandler {
       next(error);
       return;
     }
-    if (isPromise(outcome)) outcome.then((settled) => answer(settled, req, res, next), next);
-    else answer(outcome, req, res, next);
+    if ('kind' in outcome) answer(outcome, req, res, next);
+    else outcome.then((settled) => answer(settled, req, res, next), next);
   };
 }

@@ -1,16 +1,12 @@
-import { type Decision, ErrorCodes, FloodgateError, type Limiter } from '@floodgate/core';
+import { type Decision, ErrorCodes, FloodgateError, type KeyBy, type Limiter } from '@floodgate/core';
 import {
   createKeyBy,
   createRateLimitFlow,
-  fastifyProxyTrust,
-  type Header,
   handlerSignals,
   inheritOptions,
-  isPromise,
-  joinHeader,
-  type KeyBy,
   type OptionLevel,
   type Outcome,
+  proxyTrustOf,
   type RateLimitOptions,
   type RequestReader,
   settleWhenDone,
@@ -65,7 +61,7 @@ type RouteHook = { stage: RateLimitHook; hook: Hook };
 /** Header names as Fastify keeps them, in lower case: reply.header() then makes no new string per request. */
 const lowerCaseNames = new Map<string, string>();
 
-function setHeaders(reply: FastifyReply, headers: readonly Header[]): void {
+function setHeaders(reply: FastifyReply, headers: readonly (readonly [name: string, value: string])[]): void {
   for (const [name, value] of headers) {
     let lower = lowerCaseNames.get(name);
     if (lower === undefined) {
@@ -79,7 +75,7 @@ function setHeaders(reply: FastifyReply, headers: readonly Header[]): void {
 const reader: RequestReader<FastifyArgs> = {
   clientIp: (request) => request.ip,
   socketIp: (request) => request.raw.socket?.remoteAddress,
-  header: (name, request) => joinHeader(request.headers[name]),
+  header: (name, request) => request.headers[name],
 };
 
 /**
@@ -110,7 +106,7 @@ function createHook(options: RateLimitOptions<FastifyArgs, FastifyHandler>): { h
     },
     clientIp: reader.clientIp,
     header: reader.header,
-    trust: (request) => fastifyProxyTrust(request.server),
+    trust: proxyTrustOf,
   });
   const answer = (outcome: Outcome, request: FastifyRequest, reply: FastifyReply, done: HookDone): void => {
     if (outcome.kind !== 'skip') setHeaders(reply, outcome.headers);
@@ -140,7 +136,7 @@ function createHook(options: RateLimitOptions<FastifyArgs, FastifyHandler>): { h
       done(error as Error);
       return;
     }
-    if (isPromise(outcome)) outcome.then((settled) => answer(settled, request, reply, done)).catch(done);
+    if (!('kind' in outcome)) outcome.then((settled) => answer(settled, request, reply, done)).catch(done);
     else answer(outcome, request, reply, done);
   };
   return { hook, limiter: flow.limiter };

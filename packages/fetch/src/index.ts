@@ -1,5 +1,6 @@
+import type { KeyBy } from '@floodgate/core';
 import { type Decision, ErrorCodes, FloodgateError } from '@floodgate/core';
-import { createKeyBy, createRateLimitFlow, type Header, type KeyBy, type RateLimitOptions, type RequestReader } from '@floodgate/core/adapter';
+import { createKeyBy, createRateLimitFlow, type RateLimitOptions, type RequestReader } from '@floodgate/core/adapter';
 
 export { createLimiter, type Decision, type Limiter, MemoryStore, type RuleOptions } from '@floodgate/core';
 export { FloodgateError };
@@ -72,7 +73,7 @@ export function getRateLimit(request: Request): Decision | undefined {
  * or on a copy that keeps status, statusText and the body stream when its headers are immutable
  * (a fetch() result, Response.redirect()).
  */
-function withHeaders(response: Response, headers: readonly Header[], body?: ReadableStream): Response {
+function withHeaders(response: Response, headers: readonly (readonly [name: string, value: string])[], body?: ReadableStream): Response {
   if (body === undefined) {
     try {
       for (const [name, value] of headers) response.headers.set(name, value);

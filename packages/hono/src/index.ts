@@ -1,13 +1,12 @@
-import { type Decision, ErrorCodes, FloodgateError } from '@floodgate/core';
+import { type Decision, ErrorCodes, FloodgateError, type KeyBy } from '@floodgate/core';
 import {
   createKeyBy,
   createRateLimitFlow,
-  type KeyBy,
   type NodeResponse,
+  type ProxyTrust,
   type RateLimitOptions,
   type RequestReader,
   settleWhenDone,
-  socketOnlyProxyTrust,
 } from '@floodgate/core/adapter';
 import type { Context, MiddlewareHandler, Next } from 'hono';
 import type { GetConnInfo } from 'hono/conninfo';
@@ -57,7 +56,11 @@ function nodeResponse(c: Context): NodeResponse | undefined {
 }
 
 /** On @hono/node-server without getConnInfo the client address is the socket's: proxies go unnoticed. Elsewhere the runtime decides. */
-const socketOnly = socketOnlyProxyTrust('Hono');
+const socketOnly: ProxyTrust = Object.freeze({
+  level: 'none',
+  setting: 'Hono has no trust-proxy setting: keyBy.ip() is the address of the connection',
+  fix: 'key by the header your proxies set: keyBy.forwardedFor({ hops: 1 }) with one proxy in front (see the keyBy presets for platforms)',
+});
 const proxyTrust = (c: Context) => (connInfoOf.has(c) || (c.env as { incoming?: unknown } | undefined)?.incoming === undefined ? undefined : socketOnly);
 
 const reader: RequestReader<HonoArgs> = {

@@ -1,14 +1,5 @@
-import type { Decision } from '@floodgate/core';
-import {
-  createKeyBy,
-  createRateLimitFlow,
-  joinHeader,
-  type KeyBy,
-  koaProxyTrust,
-  type RateLimitOptions,
-  type RequestReader,
-  settleWhenDone,
-} from '@floodgate/core/adapter';
+import type { Decision, KeyBy } from '@floodgate/core';
+import { createKeyBy, createRateLimitFlow, type ProxyTrust, type RateLimitOptions, type RequestReader, settleWhenDone } from '@floodgate/core/adapter';
 import type { Context, Middleware, Next } from 'koa';
 
 export { createLimiter, type Decision, FloodgateError, type Limiter, MemoryStore, type RuleOptions } from '@floodgate/core';
@@ -27,10 +18,23 @@ export interface RateLimitState {
   rateLimit?: Decision;
 }
 
+const KOA_FIX = 'set app.proxy = true and app.maxIpsCount to the number of proxies in front of the app (1 for one load balancer)';
+const KOA_TRUST: Readonly<Record<ProxyTrust['level'], ProxyTrust>> = {
+  none: Object.freeze({ level: 'none', setting: 'Koa trusts no proxy (app.proxy is false)', fix: KOA_FIX }),
+  some: Object.freeze({ level: 'some', setting: 'Koa trusts app.maxIpsCount proxies', fix: KOA_FIX }),
+  all: Object.freeze({ level: 'all', setting: 'Koa trusts every proxy (app.proxy is true and app.maxIpsCount is 0)', fix: KOA_FIX }),
+};
+
+/** How far Koa trusts proxies (`app.proxy`, `app.maxIpsCount`): what the setup warnings say. */
+function koaProxyTrust(app: Context['app']): ProxyTrust {
+  if (!app.proxy) return KOA_TRUST.none;
+  return app.maxIpsCount > 0 ? KOA_TRUST.some : KOA_TRUST.all;
+}
+
 const reader: RequestReader<KoaArgs> = {
   clientIp: (ctx) => ctx.ip,
   socketIp: (ctx) => ctx.req.socket?.remoteAddress,
-  header: (name, ctx) => joinHeader(ctx.req.headers[name]),
+  header: (name, ctx) => ctx.req.headers[name],
 };
 
 /**

@@ -1,13 +1,10 @@
-import { type Decision, ErrorCodes, FloodgateError, type Limiter } from '@floodgate/core';
+import { type Decision, ErrorCodes, FloodgateError, type KeyBy, type Limiter } from '@floodgate/core';
 import {
   createKeyBy,
   createRateLimitFlow,
-  expressProxyTrust,
-  fastifyProxyTrust,
   inheritOptions,
-  joinHeader,
-  type KeyBy,
   type OptionLevel,
+  proxyTrustOf,
   type RateLimitFlow,
   type RateLimitOptions,
   type RequestReader,
@@ -51,7 +48,7 @@ export type Flow = RateLimitFlow<NestArgs, NestHandler>;
 const reader: RequestReader<NestArgs> = {
   clientIp: (request) => request.ip,
   socketIp: (request) => request.socket?.remoteAddress,
-  header: (name, request) => joinHeader(request.headers[name]),
+  header: (name, request) => request.headers[name],
 };
 
 /**
@@ -86,7 +83,7 @@ function createFlow(options: NestRateLimitOptions): Flow {
     clientIp: reader.clientIp,
     header: reader.header,
     // Express's request has its app, Fastify's its server.
-    trust: (request) => expressProxyTrust(request.app) ?? fastifyProxyTrust(request.server),
+    trust: proxyTrustOf,
   });
 }
 

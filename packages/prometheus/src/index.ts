@@ -1,4 +1,4 @@
-import { type Decision, ErrorCodes, FloodgateError, type Keys, type Limiter, type RuleDecision, type StoreOperation } from '@floodgate/core';
+import { type Decision, ErrorCodes, FloodgateError, type Keys, type Limiter, type LimiterEvents, type RuleDecision } from '@floodgate/core';
 import { isUnmeasured } from '@floodgate/core/adapter';
 import { Counter, register as defaultRegistry, Gauge, Histogram, type Registry } from 'prom-client';
 
@@ -30,7 +30,10 @@ interface Metrics {
  * `''` otherwise: onStoreError 'allow'/'deny' measure no rule (the decision core makes up
  * names the first rule, which would be a false label).
  */
-function storeErrorLabels(operation: StoreOperation, decision: Decision | undefined): { operation: string; rule: string; outcome: string } {
+function storeErrorLabels(
+  operation: LimiterEvents['error']['operation'],
+  decision: Decision | undefined,
+): { operation: string; rule: string; outcome: string } {
   if (operation !== 'consume' || decision === undefined) return { operation, rule: '', outcome: '' };
   return { operation, rule: isUnmeasured(decision) ? '' : decision.rule, outcome: decision.allowed ? 'allowed' : 'limited' };
 }

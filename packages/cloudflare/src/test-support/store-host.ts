@@ -5,7 +5,7 @@
  * by a DurableObjectStore on the real namespace binding, against real
  * FloodgateDurableObjects with their transactional storage.
  */
-import type { RuleSet } from '@floodgate/core';
+import type { RuleSet } from '@floodgate/core/store';
 import { type DurableObjectNamespaceLike, DurableObjectStore, type DurableObjectStoreOptions } from '../store.js';
 
 export { FloodgateDurableObject } from '../object.js';

@@ -15,14 +15,7 @@ import { definition as slidingWindow } from './sliding-window/index.js';
 import type { AlgorithmDefinition } from './types.js';
 
 /** The name of an algorithm. */
-export type AlgorithmName =
-  | 'fixed-window'
-  | 'sliding-window'
-  | 'sliding-log'
-  | 'token-bucket'
-  | 'leaky-bucket'
-  | 'gcra'
-  | 'concurrency';
+export type AlgorithmName = 'fixed-window' | 'sliding-window' | 'sliding-log' | 'token-bucket' | 'leaky-bucket' | 'gcra' | 'concurrency';
 
 export const ALGORITHMS: Readonly<Record<AlgorithmName, AlgorithmDefinition>> = {
   'fixed-window': fixedWindow,

@@ -340,12 +340,12 @@ function fieldsOf(reports: readonly PolicyReport[], mode: HeadersMode): Fields {
  * // [['RateLimit-Policy', '"default";q=100;w=60'], ['RateLimit', '"default";r=99;t=60']]
  * ```
  */
-export function rateLimitHeaders(reports: readonly PolicyReport[], mode: HeadersMode, status: number | undefined): Header[];
+export function rateLimitHeaders(reports: readonly PolicyReport[], mode: HeadersMode, status: number | undefined): (readonly [name: string, value: string])[];
 /**
  * @deprecated The one-limiter form the request flow used before stacked
  * limiters: same as `rateLimitHeaders([{ decision, rules, decidedAt: nowMs }], mode, status)`.
  */
-export function rateLimitHeaders(decision: Decision, mode: HeadersMode, rules: readonly CompiledRule[], nowMs: number, status: number | undefined): Header[];
+export function rateLimitHeaders(decision: Decision, mode: HeadersMode, rules: readonly CompiledRule[], nowMs: number, status: number | undefined): (readonly [name: string, value: string])[];
 export function rateLimitHeaders(
   first: readonly PolicyReport[] | Decision,
   mode: HeadersMode,

@@ -10,8 +10,8 @@ export interface RequestReader<Args extends unknown[]> {
   clientIp(...args: Args): string | undefined;
   /** The address of the TCP peer, whatever the proxy settings. */
   socketIp(...args: Args): string | undefined;
-  /** A request header (names are lower case); several values joined with ', '. */
-  header(name: string, ...args: Args): string | undefined;
+  /** A request header (names are lower case): a string, or its values when the framework keeps them apart (Node's `req.headers`). */
+  header(name: string, ...args: Args): string | readonly string[] | undefined;
 }
 
 /** A header as Node's IncomingMessage holds it (`req.headers[name]`), as one string: repeated values joined with ', '. */
@@ -19,31 +19,11 @@ export function joinHeader(value: string | readonly string[] | undefined): strin
   return typeof value === 'string' || value === undefined ? value : value.join(', ');
 }
 
+/** A RequestReader whose headers are one string each. */
+type Reader<Args extends unknown[]> = Omit<RequestReader<Args>, 'header'> & { header(name: string, ...args: Args): string | undefined };
+
 /** A function from a request to the key it is limited under. */
 export type KeyFunction<Args extends unknown[]> = (...args: Args) => string | Promise<string>;
-
-export interface IpKeyOptions {
-  /**
-   * IPv6 addresses are masked to this prefix length, so that one client
-   * (who usually holds a /56 or a /64) cannot rotate through its addresses.
-   * `false` keeps the full address. @defaultValue 56
-   */
-  ipv6Subnet?: number | false;
-}
-
-export interface ForwardedForOptions extends IpKeyOptions {
-  /**
-   * Which X-Forwarded-For entry (or `Forwarded` element) is the client:
-   * counted from the right, 1 = the last entry, the one your closest proxy
-   * appended. Set it to the number of proxies you run. @defaultValue 1
-   */
-  hops?: number;
-}
-
-export interface HeaderKeyOptions<Args extends unknown[]> {
-  /** Key for requests without the header. @defaultValue keyBy.ip() */
-  fallback?: KeyFunction<Args>;
-}
 
 function checkSubnet(ipv6Subnet: unknown): number | false {
   if (ipv6Subnet === false) return false;
@@ -343,10 +323,15 @@ function platformPreset<Args extends unknown[]>(
   preset: string,
   platform: string,
   headers: readonly string[],
-  reader: RequestReader<Args>,
+  reader: Reader<Args>,
   read: (value: string) => string | undefined = hostOf,
 ) {
-  return (options: IpKeyOptions = {}): KeyFunction<Args> => {
+  return (
+    options: {
+      /** IPv6 addresses are masked to this prefix length (`false`: the full address). @defaultValue 56 */
+      ipv6Subnet?: number | false;
+    } = {},
+  ): KeyFunction<Args> => {
     const subnet = checkSubnet(orDefault(options.ipv6Subnet, 56));
     return tagged(function platformKey(...args: Args): string {
       let value: string | undefined;
@@ -369,7 +354,12 @@ function platformPreset<Args extends unknown[]>(
  * The key extractors of one framework, built from how it reads a request.
  * Adapters export the result as `keyBy`.
  */
-export function createKeyBy<Args extends unknown[]>(reader: RequestReader<Args>) {
+export function createKeyBy<Args extends unknown[]>(given: RequestReader<Args>) {
+  const reader: Reader<Args> = {
+    clientIp: (...args) => given.clientIp(...args),
+    socketIp: (...args) => given.socketIp(...args),
+    header: (name, ...args) => joinHeader(given.header(name, ...args)),
+  };
   /**
    * The socket address, for requests whose proxy header is absent or too short
    * (they did not pass all the proxies), or unreadable (noted for the limiter's
@@ -399,7 +389,16 @@ export function createKeyBy<Args extends unknown[]>(reader: RequestReader<Args>)
      * app.use(rateLimit({ limit: 100, windowMs: 60_000, key: keyBy.ip({ ipv6Subnet: 64 }) }));
      * ```
      */
-    ip(options: IpKeyOptions = {}): KeyFunction<Args> {
+    ip(
+      options: {
+        /**
+         * IPv6 addresses are masked to this prefix length, so that one client
+         * (who usually holds a /56 or a /64) cannot rotate through its addresses.
+         * `false` keeps the full address. @defaultValue 56
+         */
+        ipv6Subnet?: number | false;
+      } = {},
+    ): KeyFunction<Args> {
       const subnet = checkSubnet(orDefault(options.ipv6Subnet, 56));
       return tagged(function ipKey(...args: Args): string {
         const address = reader.clientIp(...args);
@@ -424,7 +423,18 @@ export function createKeyBy<Args extends unknown[]>(reader: RequestReader<Args>)
      * app.use(rateLimit({ limit: 100, windowMs: 60_000, key: keyBy.forwardedFor({ hops: 2 }) }));
      * ```
      */
-    forwardedFor(options: ForwardedForOptions = {}): KeyFunction<Args> {
+    forwardedFor(
+      options: {
+        /**
+         * Which entry is the client: counted from the right, 1 = the last
+         * entry, the one your closest proxy appended. Set it to the number of
+         * proxies you run. @defaultValue 1
+         */
+        hops?: number;
+        /** IPv6 addresses are masked to this prefix length (`false`: the full address). @defaultValue 56 */
+        ipv6Subnet?: number | false;
+      } = {},
+    ): KeyFunction<Args> {
       const hops = checkHops(orDefault(options.hops, 1), 'keyBy.forwardedFor', 'X-Forwarded-For');
       const subnet = checkSubnet(orDefault(options.ipv6Subnet, 56));
       return tagged(function forwardedForKey(...args: Args): string {
@@ -446,7 +456,18 @@ export function createKeyBy<Args extends unknown[]>(reader: RequestReader<Args>)
      * app.use(rateLimit({ limit: 100, windowMs: 60_000, key: keyBy.forwarded({ hops: 1 }) }));
      * ```
      */
-    forwarded(options: ForwardedForOptions = {}): KeyFunction<Args> {
+    forwarded(
+      options: {
+        /**
+         * Which entry is the client: counted from the right, 1 = the last
+         * entry, the one your closest proxy appended. Set it to the number of
+         * proxies you run. @defaultValue 1
+         */
+        hops?: number;
+        /** IPv6 addresses are masked to this prefix length (`false`: the full address). @defaultValue 56 */
+        ipv6Subnet?: number | false;
+      } = {},
+    ): KeyFunction<Args> {
       const hops = checkHops(orDefault(options.hops, 1), 'keyBy.forwarded', 'Forwarded');
       const subnet = checkSubnet(orDefault(options.ipv6Subnet, 56));
       return tagged(function forwardedKey(...args: Args): string {
@@ -516,7 +537,13 @@ export function createKeyBy<Args extends unknown[]>(reader: RequestReader<Args>)
      * app.post('/sms', rateLimit({ rules, key: keyBy.header('x-user-id') }), send);
      * ```
      */
-    header(name: string, options: HeaderKeyOptions<Args> = {}): KeyFunction<Args> {
+    header(
+      name: string,
+      options: {
+        /** Key for requests without the header. @defaultValue keyBy.ip() */
+        fallback?: KeyFunction<Args>;
+      } = {},
+    ): KeyFunction<Args> {
       if (typeof name !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
         throw new FloodgateError(ErrorCodes.OPTION, `keyBy.header needs a header name like 'x-user-id', got ${describe(name)}.`);
       }

@@ -2,9 +2,6 @@ import ipaddr from 'ipaddr.js';
 import { describe, ErrorCodes, FloodgateError } from '../errors.js';
 import { hostOf } from './keys.js';
 
-/** An allow or deny list: IP addresses and CIDR ranges, or a function of the request. */
-export type AccessList<Args extends unknown[]> = readonly string[] | ((...args: Args) => boolean | Promise<boolean>);
-
 type Range = [ipaddr.IPv4 | ipaddr.IPv6, number];
 
 function parseAddress(text: string): ipaddr.IPv4 | ipaddr.IPv6 | undefined {

@@ -6,24 +6,25 @@ import { type ConsumeOptions, consumeNow, createLimiter, isUnmeasured, type Limi
 import { adapterOptionNames, type LimiterOptions, limiterOptionNames, rejectUnknownKeys, ruleShorthandNames } from '../options.js';
 import { optionsOf, type RuleOptions } from '../rules.js';
 import { sleep } from '../sleep.js';
-import { type Header, type HeadersMode, headersModes, type PolicyReport, partitionKeys, rateLimitHeaders } from './headers.js';
+import { type HeadersMode, headersModes, type PolicyReport, partitionKeys, rateLimitHeaders } from './headers.js';
 import type { KeyFunction } from './keys.js';
-import { type AccessList, compileAccessList } from './lists.js';
+import { compileAccessList } from './lists.js';
 import { problemResponse } from './problem.js';
-import { createValidations, type ValidateOptions, type ValidationFacts } from './validate.js';
+import type { ProxyTrust } from './proxy-trust.js';
+import { createValidations } from './validate.js';
 
 /** A denial body: a string (sent as text), an object (sent as JSON), or a function of the request (undefined: the default message). */
-export type Message<Args extends unknown[]> = string | object | ((...args: Args) => string | object | undefined | Promise<string | object | undefined>);
+type Message<Args extends unknown[]> = string | object | ((...args: Args) => string | object | undefined | Promise<string | object | undefined>);
 
 /** A value, or a function of the request that returns it (or a promise of it). */
-export type PerRequest<Args extends unknown[], T> = (...args: Args) => T | Promise<T>;
+type PerRequest<Args extends unknown[], T> = (...args: Args) => T | Promise<T>;
 
 /**
  * The key(s) a request is limited under: a function (scope `key`; it may also
  * return an object of keys by scope), or an object of functions, one per
  * scope the rules use: `{ ip: keyBy.ip(), user: keyBy.header('x-user-id') }`.
  */
-export type KeyOption<Args extends unknown[]> = KeyFunction<Args> | PerRequest<Args, Keys> | Readonly<Record<string, KeyFunction<Args>>>;
+type KeyOption<Args extends unknown[]> = KeyFunction<Args> | PerRequest<Args, Keys> | Readonly<Record<string, KeyFunction<Args>>>;
 
 /**
  * The options every adapter's `rateLimit()` takes: everything `createLimiter`
@@ -37,21 +38,30 @@ export interface RateLimitOptions<Args extends unknown[], Handler> extends Omit<
    * tenant): `(req) => (req.user?.paid ? 1000 : 100)`. Counts are kept per
    * rule name, so a client whose limit changes keeps its count.
    */
-  limit?: number | PerRequest<Args, number>;
+  limit?: number | ((...args: Args) => number | Promise<number>);
   /** Several rules, all of which must pass: a list, or a function of the request that returns one (return one of a few constant lists). */
-  rules?: readonly RuleOptions[] | PerRequest<Args, readonly RuleOptions[]>;
+  rules?: readonly RuleOptions[] | ((...args: Args) => readonly RuleOptions[] | Promise<readonly RuleOptions[]>);
   /** A limiter to use instead of creating one: share it between routes. Not together with limiter options (but `limit` or `rules` as functions). */
   limiter?: Limiter;
-  /** The key a request is limited under, or one key function per scope. @defaultValue keyBy.ip() */
-  key?: KeyOption<Args>;
+  /**
+   * The key(s) a request is limited under: a function (scope `key`; it may also
+   * return an object of keys by scope), or an object of functions, one per
+   * scope the rules use: `{ ip: keyBy.ip(), user: keyBy.header('x-user-id') }`.
+   * @defaultValue keyBy.ip()
+   */
+  key?: KeyFunction<Args> | ((...args: Args) => Keys | Promise<Keys>) | Readonly<Record<string, KeyFunction<Args>>>;
   /** Units a request takes: a positive integer, or a function of the request. @defaultValue 1 */
   cost?: number | ((...args: Args) => number | Promise<number>);
   /** Requests for which this returns true are not limited at all. */
   skip?: (...args: Args) => boolean | Promise<boolean>;
   /** Status of a denial. @defaultValue 429 */
   statusCode?: number;
-  /** Body of a denial. @defaultValue 'Too many requests, please try again later.' */
-  message?: Message<Args>;
+  /**
+   * Body of a denial: a string (sent as text), an object (sent as JSON), or a
+   * function of the request (undefined: the default message).
+   * @defaultValue 'Too many requests, please try again later.'
+   */
+  message?: string | object | ((...args: Args) => string | object | undefined | Promise<string | object | undefined>);
   /** Full control of the denial response (headers are already set). */
   handler?: Handler;
   /**
@@ -78,15 +88,15 @@ export interface RateLimitOptions<Args extends unknown[], Handler> extends Omit<
   /** Decide, set headers and emit events, but never deny: a dark launch. */
   shadow?: boolean;
   /** Requests from these IP addresses/CIDR ranges (or for which the function is true) are never limited. */
-  allowList?: AccessList<Args>;
+  allowList?: readonly string[] | ((...args: Args) => boolean | Promise<boolean>);
   /** Requests from these IP addresses/CIDR ranges (or for which the function is true) get 403 without a store call. */
-  denyList?: AccessList<Args>;
+  denyList?: readonly string[] | ((...args: Args) => boolean | Promise<boolean>);
   /**
    * Warnings about the setup, each at most once: X-Forwarded-For while no proxy is trusted,
    * every proxy trusted, one key for most requests, a proxy header entry that is no address.
    * `false` turns them off, `{ singleKey: false }` one of them. @defaultValue true
    */
-  validate?: ValidateOptions;
+  validate?: boolean | { readonly xForwardedFor?: boolean; readonly trustProxy?: boolean; readonly singleKey?: boolean; readonly forwardedAddress?: boolean };
 }
 
 /**
@@ -111,7 +121,7 @@ export type Outcome =
       readonly kind: 'pass';
       readonly decision: Decision;
       /** The rate-limit headers as they stood when this limiter decided (`flow.headersOf(outcome)` recomputes them). */
-      readonly headers: Header[];
+      readonly headers: (readonly [name: string, value: string])[];
       /** What every limiter that decided this request so far reported, this one last: the headers' source. */
       readonly reports: readonly PolicyReport[];
       /** Set when units were taken and skipSuccessfulRequests or skipFailedRequests may give them back (`settle`). */
@@ -122,7 +132,7 @@ export type Outcome =
   | {
       readonly kind: 'deny';
       readonly decision: Decision;
-      readonly headers: Header[];
+      readonly headers: (readonly [name: string, value: string])[];
       readonly reports: readonly PolicyReport[];
       readonly status: number;
       /** Whether the adapter answers with the custom `handler` (rate-limit denials when one is set), else with body and contentType. */
@@ -158,7 +168,7 @@ export interface RateLimitFlow<Args extends unknown[], Handler> {
    * the handler ran (a fetch handler wrapped twice), so that the outer one does
    * not overwrite the inner one's with fewer policies.
    */
-  headersOf(outcome: Outcome): Header[];
+  headersOf(outcome: Outcome): (readonly [name: string, value: string])[];
 }
 
 /**
@@ -343,7 +353,11 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
     /** The object that is the same for every middleware of one request (the request, Koa's ctx, Hono's c). @defaultValue the first argument */
     request?: (...args: Args) => object;
     extraKeys?: readonly string[];
-  } & ValidationFacts<Args>,
+    /** A request header (lower-case name), as the key extractors read it: for the setup warnings. */
+    header?: (name: string, ...args: Args) => string | readonly string[] | undefined;
+    /** How far the framework trusts X-Forwarded-For for this request; undefined when the adapter cannot tell (the proxy warnings are skipped). */
+    trust?: (...args: Args) => ProxyTrust | undefined;
+  },
 ): RateLimitFlow<Args, Handler> {
   const where = `${adapter.name}'s rateLimit()`;
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
@@ -584,22 +598,19 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
   };
 }
 
-/** When the handlers of requests are done, as a framework's hook tells (see `handlerSignals`). */
-export interface HandlerSignals {
+/**
+ * For adapters whose framework tells by a hook when a request's handler is
+ * done (Fastify's `onSend`, a NestJS interceptor), rather than by the Node
+ * response alone: the promise `settleWhenDone` takes as `handler`.
+ */
+export function handlerSignals(): {
   /** The status the request's handler answers with, once it is done; rejects when it failed. */
   wait(request: object): Promise<number>;
   /** Tells every limit of the request that waits (stacked ones too), once: the status, or `undefined` when the handler failed. */
   done(request: object, status: number | undefined): void;
   /** Whether a limit of the request waits. */
   waiting(request: object): boolean;
-}
-
-/**
- * For adapters whose framework tells by a hook when a request's handler is
- * done (Fastify's `onSend`, a NestJS interceptor), rather than by the Node
- * response alone: the promise `settleWhenDone` takes as `handler`.
- */
-export function handlerSignals(): HandlerSignals {
+} {
   const waiting = new WeakMap<object, (status: number | undefined) => void>();
   return {
     wait: (request) =>

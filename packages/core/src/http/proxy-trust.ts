@@ -30,40 +30,13 @@ const EXPRESS = {
 
 /**
  * Express's `trust proxy` setting (Express 4 and 5; NestJS on Express): `req.app`.
- *
- * @example
- * ```ts
- * createRateLimitFlow(options, { ..., trust: (req) => expressProxyTrust(req.app) });
- * ```
  */
-export function expressProxyTrust(app: unknown): ProxyTrust | undefined {
+function expressProxyTrust(app: unknown): ProxyTrust | undefined {
   const get = (app as { get?: unknown } | undefined)?.get;
   if (typeof get !== 'function') return undefined;
   const value: unknown = get.call(app, 'trust proxy');
   if (value === true) return EXPRESS.all;
   return value === false || value === undefined || value === 0 ? EXPRESS.none : EXPRESS.some;
-}
-
-const KOA_FIX = 'set app.proxy = true and app.maxIpsCount to the number of proxies in front of the app (1 for one load balancer)';
-const KOA = {
-  none: trust('none', 'Koa trusts no proxy (app.proxy is false)', KOA_FIX),
-  some: trust('some', 'Koa trusts app.maxIpsCount proxies', KOA_FIX),
-  all: trust('all', 'Koa trusts every proxy (app.proxy is true and app.maxIpsCount is 0)', KOA_FIX),
-};
-
-/**
- * Koa's `app.proxy` and `app.maxIpsCount`: `ctx.app`.
- *
- * @example
- * ```ts
- * createRateLimitFlow(options, { ..., trust: (ctx) => koaProxyTrust(ctx.app) });
- * ```
- */
-export function koaProxyTrust(app: unknown): ProxyTrust | undefined {
-  if (typeof app !== 'object' || app === null || !('proxy' in app)) return undefined;
-  const { proxy, maxIpsCount } = app as { proxy?: unknown; maxIpsCount?: unknown };
-  if (!proxy) return KOA.none;
-  return typeof maxIpsCount === 'number' && maxIpsCount > 0 ? KOA.some : KOA.all;
 }
 
 const FASTIFY_FIX =
@@ -90,13 +63,8 @@ function fastifyOptions(instance: object): { trustProxy?: unknown } | undefined 
  * Fastify's `trustProxy` server option (Fastify 4 and 5; NestJS on Fastify):
  * `request.server`. Fastify keeps it private: read once per instance, and
  * undefined when this Fastify keeps it elsewhere.
- *
- * @example
- * ```ts
- * createRateLimitFlow(options, { ..., trust: (request) => fastifyProxyTrust(request.server) });
- * ```
  */
-export function fastifyProxyTrust(instance: unknown): ProxyTrust | undefined {
+function fastifyProxyTrust(instance: unknown): ProxyTrust | undefined {
   if (typeof instance !== 'object' || instance === null) return undefined;
   let known = fastifyTrusts.get(instance);
   if (known === undefined) {
@@ -114,19 +82,18 @@ export function fastifyProxyTrust(instance: unknown): ProxyTrust | undefined {
 }
 
 /**
- * A framework without a trust-proxy setting, whose client address is the TCP
- * peer's (Hono on Node): behind proxies, the key must come from their header.
+ * How far the framework of a request trusts proxies: Express's `trust proxy`
+ * setting (`req.app`) or Fastify's `trustProxy` option (`request.server`), the
+ * two frameworks NestJS runs on; undefined for a request of neither.
  *
  * @example
  * ```ts
- * const socketOnly = socketOnlyProxyTrust('Hono');
- * createRateLimitFlow(options, { ..., trust: () => socketOnly });
+ * createRateLimitFlow(options, { ..., trust: proxyTrustOf });
  * ```
  */
-export function socketOnlyProxyTrust(framework: string): ProxyTrust {
-  return trust(
-    'none',
-    `${framework} has no trust-proxy setting: keyBy.ip() is the address of the connection`,
-    'key by the header your proxies set: keyBy.forwardedFor({ hops: 1 }) with one proxy in front (see the keyBy presets for platforms)',
-  );
+export function proxyTrustOf(request: unknown): ProxyTrust | undefined {
+  if (typeof request !== 'object' || request === null) return undefined;
+  const { app, server } = request as { app?: unknown; server?: unknown };
+  // Fastify first: a Fastify instance has a get() too (it declares routes).
+  return fastifyProxyTrust(server) ?? expressProxyTrust(app);
 }

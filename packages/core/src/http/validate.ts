@@ -6,7 +6,7 @@
  * check costs a comparison or two and allocates nothing.
  */
 import { describe, ErrorCodes, FloodgateError } from '../errors.js';
-import { keyReadsClientIp, unreadAddressOf } from './keys.js';
+import { joinHeader, keyReadsClientIp, unreadAddressOf } from './keys.js';
 import type { ProxyTrust } from './proxy-trust.js';
 
 /**
@@ -62,19 +62,13 @@ export function emitWarning(warning: FloodgateWarning): void {
 }
 
 /** The checks `validate` turns on and off by name. */
-export type ValidationName = 'xForwardedFor' | 'trustProxy' | 'singleKey' | 'forwardedAddress';
+type ValidationName = 'xForwardedFor' | 'trustProxy' | 'singleKey' | 'forwardedAddress';
 const validationNames: readonly ValidationName[] = ['xForwardedFor', 'trustProxy', 'singleKey', 'forwardedAddress'];
-
-/**
- * The `validate` option: `true` (the default) runs every check, `false` none;
- * an object turns single checks off (`{ singleKey: false }`), the others stay on.
- */
-export type ValidateOptions = boolean | { readonly [Name in ValidationName]?: boolean };
 
 /** What the checks need to know about the adapter: how it reads a request, and how far its framework trusts proxies. */
 export interface ValidationFacts<Args extends unknown[]> {
   /** A request header (lower-case name), as the key extractors read it. */
-  header?: (name: string, ...args: Args) => string | undefined;
+  header?: (name: string, ...args: Args) => string | readonly string[] | undefined;
   /** How far the framework trusts X-Forwarded-For for this request; undefined when the adapter cannot tell (the proxy checks are skipped). */
   trust?: (...args: Args) => ProxyTrust | undefined;
 }
@@ -98,7 +92,9 @@ export function createValidations<Args extends unknown[]>(
   const enabled = parseValidate(options);
   const reads = keyReadsClientIp(key);
   const checks: ((args: Args, key: string) => boolean)[] = [];
-  const { header, trust } = facts;
+  const { trust } = facts;
+  const given = facts.header;
+  const header = given && ((name: string, ...args: Args) => joinHeader(given(name, ...args)));
 
   // Both proxy checks look at requests that carry X-Forwarded-For: without it, the client address is the
   // connection's whatever the setting. One header read per request; the setting is read only with the header.

@@ -12,17 +12,17 @@ import { LIBRARY } from './library.generated.js';
 import type { LuaScript } from './library.js';
 
 /** What a client answers a command with. */
-export type Reply = Promise<unknown>;
+type Reply = Promise<unknown>;
 
 /** ioredis `Redis` and `Cluster`. */
 export interface IoRedisLike {
-  fcall(name: string, numKeys: number, ...keysAndArgs: string[]): Reply;
-  fcall_ro(name: string, numKeys: number, ...keysAndArgs: string[]): Reply;
-  evalsha(sha: string, numKeys: number, ...keysAndArgs: string[]): Reply;
-  evalsha_ro(sha: string, numKeys: number, ...keysAndArgs: string[]): Reply;
-  eval(script: string, numKeys: number, ...keysAndArgs: string[]): Reply;
-  eval_ro(script: string, numKeys: number, ...keysAndArgs: string[]): Reply;
-  function(subcommand: 'LOAD', replace: 'REPLACE', code: string): Reply;
+  fcall(name: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  fcall_ro(name: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  evalsha(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  evalsha_ro(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  eval(script: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  eval_ro(script: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  function(subcommand: 'LOAD', replace: 'REPLACE', code: string): Promise<unknown>;
   /** Commands sent in one write, their replies in order as [error, reply] (absent on a Cluster's older versions: no batching). */
   pipeline?(): IoRedisPipeline;
   /** Set on a connection: 'ready', 'reconnecting', ... */
@@ -42,13 +42,13 @@ export interface IoRedisPipeline {
 
 /** node-redis v4+ (`createClient()`, `createCluster()`). */
 export interface NodeRedisLike {
-  fCall(name: string, options: { keys: string[]; arguments: string[] }): Reply;
-  fCallRo(name: string, options: { keys: string[]; arguments: string[] }): Reply;
-  evalSha(sha: string, options: { keys: string[]; arguments: string[] }): Reply;
-  evalShaRo(sha: string, options: { keys: string[]; arguments: string[] }): Reply;
-  eval(script: string, options: { keys: string[]; arguments: string[] }): Reply;
-  evalRo(script: string, options: { keys: string[]; arguments: string[] }): Reply;
-  functionLoad(code: string, options: { REPLACE: true }): Reply;
+  fCall(name: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  fCallRo(name: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  evalSha(sha: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  evalShaRo(sha: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  evalRo(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  functionLoad(code: string, options: { REPLACE: true }): Promise<unknown>;
   /** False while the client is closed or reconnecting. */
   isReady?: boolean;
   /** node-redis' cluster: its primaries, and a client for each. */
@@ -62,16 +62,16 @@ export interface NodeRedisLike {
  * pipelines them automatically, its default).
  */
 export interface UpstashLike {
-  evalsha(sha: string, keys: string[], args: string[]): Reply;
-  eval(script: string, keys: string[], args: string[]): Reply;
-  scriptLoad(script: string): Reply;
-  evalshaRo?(sha: string, keys: string[], args: string[]): Reply;
-  evalRo?(script: string, keys: string[], args: string[]): Reply;
+  evalsha(sha: string, keys: string[], args: string[]): Promise<unknown>;
+  eval(script: string, keys: string[], args: string[]): Promise<unknown>;
+  scriptLoad(script: string): Promise<unknown>;
+  evalshaRo?(sha: string, keys: string[], args: string[]): Promise<unknown>;
+  evalRo?(script: string, keys: string[], args: string[]): Promise<unknown>;
   /** Redis Functions, from @upstash/redis 1.36 on; without them the store runs the library as a script. */
   readonly functions?: {
-    call(name: string, keys: string[], args: string[]): Reply;
-    callRo(name: string, keys: string[], args: string[]): Reply;
-    load(args: { code: string; replace: boolean }): Reply;
+    call(name: string, keys: string[], args: string[]): Promise<unknown>;
+    callRo(name: string, keys: string[], args: string[]): Promise<unknown>;
+    load(args: { code: string; replace: boolean }): Promise<unknown>;
   };
 }
 
