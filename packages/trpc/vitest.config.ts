@@ -1,0 +1,3 @@
+import { floodgateProject } from '../../vitest.shared.js';
+
+export default floodgateProject('trpc');
