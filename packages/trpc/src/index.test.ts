@@ -3,8 +3,10 @@ import { createLimiter, type Decision, RateLimitedError } from '@floodgate/core'
 import { type Running, serveHttp } from '@floodgate/test-support';
 import { createTRPCClient, httpBatchLink, httpLink, TRPCClientError } from '@trpc/client';
 import { initTRPC, TRPCError } from '@trpc/server';
+import { type CreateExpressContextOptions, createExpressMiddleware } from '@trpc/server/adapters/express';
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import { type CreateHTTPContextOptions, createHTTPHandler } from '@trpc/server/adapters/standalone';
+import express from 'express';
 import { afterEach, describe, expect, it } from 'vitest';
 import { getRateLimit, keyBy, rateLimit, rateLimitData } from './index.js';
 
@@ -120,6 +122,24 @@ describe('rateLimit() on the standalone (Node) adapter, over httpLink', () => {
     expect(error.data.rule).toBe('default');
     expect([await trpc.search.query(), await trpc.search.query()]).toEqual(['results', 'results']);
     expect((await rejection(trpc.search.query())).data.code).toBe('TOO_MANY_REQUESTS');
+  });
+
+  it('spends the limits of a base procedure and of its own .use(): a call must pass both', async () => {
+    const time = clock();
+    const publicProcedure = t.procedure.use(rateLimit({ algorithm: 'fixed-window', limit: 5, windowMs: 60_000, now: time.now }));
+    const router = t.router({
+      hello: publicProcedure.query(() => 'hi'),
+      upload: publicProcedure.use(rateLimit({ algorithm: 'fixed-window', limit: 2, windowMs: 60_000, now: time.now })).mutation(() => 'stored'),
+    });
+    const { trpc, last } = client<typeof router>(await serveNode(router));
+    expect(await trpc.upload.mutate()).toBe('stored');
+    expect(await trpc.upload.mutate()).toBe('stored');
+    // The route's limit is the tighter: its numbers are the headers'.
+    expect([last().headers.get('x-ratelimit-limit'), last().headers.get('x-ratelimit-remaining')]).toEqual(['2', '0']);
+    await rejection(trpc.upload.mutate());
+    // Three uploads and this call: the base limit of 5 has 1 left.
+    expect(await trpc.hello.query()).toBe('hi');
+    expect([last().headers.get('x-ratelimit-limit'), last().headers.get('x-ratelimit-remaining')]).toEqual(['5', '1']);
   });
 
   it('takes the cost from the validated input', async () => {
@@ -382,6 +402,24 @@ describe('the fetch adapter', () => {
     const error = await rejection(client<typeof router>(url).trpc.hello.query());
     expect(error.data.code).toBe('INTERNAL_SERVER_ERROR');
     expect(error.message).toMatch(/ctx\.req carries no client address \(a fetch Request has no socket\).*\[ERR_FG_OPTION\]/);
+  });
+});
+
+describe('the Express adapter', () => {
+  it("keys by req.ip, which follows Express's trust proxy setting, and sets the headers on res", async () => {
+    const et = initTRPC.context<CreateExpressContextOptions>().create();
+    const limited = rateLimit({ algorithm: 'fixed-window', limit: 2, windowMs: 60_000, now: clock().now });
+    const router = et.router({ hello: et.procedure.use(limited).query(() => 'hi') });
+    const app = express();
+    app.set('trust proxy', 1); // one proxy of ours in front: req.ip is the address it saw
+    app.use('/trpc', createExpressMiddleware({ router, createContext: (opts) => opts }));
+    const server = await serveHttp(app);
+    running.push(server);
+    const proxied = client<typeof router>(`${server.url}/trpc`, { headers: { 'x-forwarded-for': '203.0.113.7' } });
+    expect(await proxied.trpc.hello.query()).toBe('hi');
+    expect(proxied.last().headers.get('x-ratelimit-remaining')).toBe('1');
+    expect((await limited.limiter.peek('203.0.113.7')).remaining).toBe(1);
+    expect((await limited.limiter.peek('127.0.0.1')).remaining).toBe(2);
   });
 });
 
