@@ -17,11 +17,13 @@ const packages = {
   '@floodgate/nestjs': ['FloodgateModule', 'RateLimit', 'SkipRateLimit', 'RateLimitedException', 'createLimiter', 'FloodgateError'],
   '@floodgate/fetch': ['withRateLimit', 'getRateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/prometheus': ['instrument'],
+  '@floodgate/socket.io': ['rateLimit', 'getRateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/otel': ['instrument'],
   '@floodgate/cloudflare': ['DurableObjectStore', 'FloodgateDurableObject'],
   '@floodgate/postgres': ['PostgresStore'],
   '@floodgate/sqlite': ['SqliteStore'],
   '@floodgate/mysql': ['MySqlStore'],
+  '@floodgate/trpc': ['rateLimit', 'getRateLimit', 'rateLimitData', 'createLimiter', 'FloodgateError', 'RateLimitedError'],
 };
 // Packages that must run on every runtime Hono supports: no Node built-in in what they load
 // (packages/runtimes runs them on Bun, Deno and workerd).

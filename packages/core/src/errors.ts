@@ -98,6 +98,14 @@ export function describe(value: unknown): string {
  * `??`, a `null` stays: it is validated like any value and rejected with a
  * clear error, never silently replaced by the default.
  */
+/** A call's cost, checked: every cost a user gives (a number or a function's result) passes here. */
+export function checkCost(cost: unknown): number {
+  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1) {
+    throw new FloodgateError(ErrorCodes.COST, `cost must be a positive integer, got ${describe(cost)}.`);
+  }
+  return cost;
+}
+
 export function orDefault<T>(value: T | undefined, fallback: T): T {
   return value === undefined ? fallback : value;
 }

@@ -1,10 +1,10 @@
-import { isPromise } from './awaitable.js';
 import { Breaker } from './breaker.js';
 import { combine, type Decision } from './decision.js';
 import { DenyCache } from './deny-cache.js';
-import { describe, ErrorCodes, FloodgateError } from './errors.js';
+import { checkCost, describe, ErrorCodes, FloodgateError } from './errors.js';
 import { Emitter } from './events.js';
 import { joinedKeys, type Keying, type Keys, keyingOf, storeKeys } from './keys.js';
+import { isPromise } from './later.js';
 import {
   type LimiterConfiguration,
   type LimiterOptions,
@@ -169,8 +169,7 @@ function checkCall(options: ConsumeOptions | undefined, at: CallSite): number {
   for (const name in options) if (!takes(at.names, name)) throw unknownOption(name, at);
   const cost = options.cost;
   if (cost === undefined || cost === null) return 1; // as `cost ?? 1`
-  if (!Number.isSafeInteger(cost) || cost < 1) throw badCost(cost);
-  return cost;
+  return checkCost(cost);
 }
 
 function notOptions(options: unknown, { where }: CallSite): FloodgateError {
@@ -179,10 +178,6 @@ function notOptions(options: unknown, { where }: CallSite): FloodgateError {
 
 function unknownOption(name: string, { where, names }: CallSite): FloodgateError {
   return new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `${where} has no option '${name}'; it takes ${names.join(' and ')}.`);
-}
-
-function badCost(cost: unknown): FloodgateError {
-  return new FloodgateError(ErrorCodes.COST, `cost must be a positive integer, got ${describe(cost)}.`);
 }
 
 /** A clock's value that is not an integer in range: rounded down when it is a number in range, else an error. */
@@ -247,6 +242,19 @@ interface Active {
   readonly id: number;
   /** The rules a call gave (undefined: the limiter's own), passed on to an insurance limiter. */
   readonly given: readonly RuleOptions[] | undefined;
+}
+
+/** A consume on its way to the store: what the steps after its answer need. */
+interface Call {
+  readonly keys: Keys;
+  readonly ids: StoreKeys;
+  readonly cost: number;
+  /** The limiter's clock when the call was decided. */
+  readonly now: number;
+  readonly leaseId: string | undefined;
+  readonly active: Active;
+  /** performance.now() when the call began, or -1 when nobody times it. */
+  readonly started: number;
 }
 
 /** The local deny cache's key of a call: its rule set and its store keys. */
@@ -534,62 +542,44 @@ class RateLimiter implements Limiter {
       const remembered = this.denials.lookup(denialKey(active, ids), cost, now);
       if (remembered !== undefined) return this.report(keys, remembered, started);
     }
-    if (!this.breaker.allows()) return this.storeFailed(keys, unavailable(), active, cost, 'consume', started);
-    const leaseId = active.leasing ? newLeaseId(cost) : undefined;
+    if (!this.breaker.allows()) return this.storeFailed({ keys, active, cost, started }, unavailable(), 'consume');
+    const call: Call = { keys, ids, cost, now, leaseId: active.leasing ? newLeaseId(cost) : undefined, active, started };
     let result: RuleDecision[] | Promise<RuleDecision[]>;
     try {
-      result = this.store.consume(ids, ruleSet, cost, now, leaseId);
+      result = this.store.consume(ids, ruleSet, cost, now, call.leaseId);
     } catch (error) {
-      return this.consumeFailed(keys, ids, error, active, cost, started);
+      return this.consumeFailed(call, error);
     }
     // Anything but a promise is the store's answer; decided() treats one that is not a list of decisions as a failure.
-    if (Array.isArray(result) || !isPromise(result)) return this.decided(keys, ids, cost, now, leaseId, active, result, started);
-    return this.awaitStore(result, keys, ids, cost, now, leaseId, active, started);
+    if (Array.isArray(result) || !isPromise(result)) return this.decided(call, result);
+    return this.awaitStore(call, result);
   }
 
   /** Decides a call on a store that answers later (Redis): within timeoutMs, or as a store failure. */
-  private awaitStore(
-    result: Promise<RuleDecision[]>,
-    keys: Keys,
-    ids: StoreKeys,
-    cost: number,
-    now: number,
-    leaseId: string | undefined,
-    active: Active,
-    started: number,
-  ): Promise<Decision> {
+  private awaitStore(call: Call, result: Promise<RuleDecision[]>): Promise<Decision> {
     return withTimeout(result, this.config.timeoutMs).then(
-      (rules) => this.decided(keys, ids, cost, now, leaseId, active, rules, started),
-      (error: unknown) => this.consumeFailed(keys, ids, error, active, cost, started),
+      (rules) => this.decided(call, rules),
+      (error: unknown) => this.consumeFailed(call, error),
     );
   }
 
   /** What the store answered, as a Decision: remembered, reported, with its lease. */
-  private decided(
-    keys: Keys,
-    ids: StoreKeys,
-    cost: number,
-    now: number,
-    leaseId: string | undefined,
-    active: Active,
-    rules: RuleDecision[],
-    started: number,
-  ): Decision | Promise<Decision> {
+  private decided(call: Call, rules: RuleDecision[]): Decision | Promise<Decision> {
     let decision: Decision;
     try {
       decision = combine(rules);
     } catch (error) {
-      return this.consumeFailed(keys, ids, error, active, cost, started); // a store that answered nonsense
+      return this.consumeFailed(call, error); // a store that answered nonsense
     }
     this.breaker.succeeded();
-    if (leaseId !== undefined && decision.allowed) decision.leaseId = leaseId;
-    if (this.denials !== undefined) this.noteDenial(this.denials, active, ids, cost, decision, now);
-    if (!decision.allowed && this.events.has('blocked')) this.reportBlocks(keys, decision, now);
-    return this.report(keys, decision, started);
+    if (call.leaseId !== undefined && decision.allowed) decision.leaseId = call.leaseId;
+    if (this.denials !== undefined) this.noteDenial(this.denials, call, decision);
+    if (!decision.allowed && this.events.has('blocked')) this.reportBlocks(call.keys, decision, call.now);
+    return this.report(call.keys, decision, call.started);
   }
 
   /** Keeps the local deny cache up to date with a decision of the store. */
-  private noteDenial(denials: DenyCache, active: Active, ids: StoreKeys, cost: number, decision: Decision, now: number): void {
+  private noteDenial(denials: DenyCache, { active, ids, cost, now }: Call, decision: Decision): void {
     // A lease can end at any moment in any process: a concurrency denial says nothing about the next call.
     if (decision.allowed || active.leasing) denials.forget(denialKey(active, ids));
     else denials.remember(denialKey(active, ids), cost, decision, now);
@@ -612,9 +602,9 @@ class RateLimiter implements Limiter {
     }
   }
 
-  private consumeFailed(keys: Keys, ids: StoreKeys, error: unknown, active: Active, cost: number, started: number): Promise<Decision> {
-    this.failed(ids, active.ruleSet, error);
-    return this.storeFailed(keys, asError(error), active, cost, 'consume', started);
+  private consumeFailed(call: Call, error: unknown): Promise<Decision> {
+    this.failed(call.ids, call.active.ruleSet, error);
+    return this.storeFailed(call, asError(error), 'consume');
   }
 
   /** Counts a failure for the breaker, unless only these keys' state is to blame: that state is reset instead. */
@@ -647,7 +637,7 @@ class RateLimiter implements Limiter {
     const ids = await storeKeys(active.keying, keys);
     const ruleSet = active.ruleSet;
     const started = this.timed ? performance.now() : -1;
-    if (!this.breaker.allows()) return this.storeFailed(keys, unavailable(), active, 1, 'peek', started);
+    if (!this.breaker.allows()) return this.storeFailed({ keys, active, cost: 1, started }, unavailable(), 'peek');
     try {
       const result = this.store.peek(ids, ruleSet, this.now());
       // As in decide(): anything but a promise is the store's answer, and combine() rejects one that is not decisions.
@@ -656,7 +646,7 @@ class RateLimiter implements Limiter {
       return decision;
     } catch (error) {
       this.failed(ids, ruleSet, error);
-      return this.storeFailed(keys, asError(error), active, 1, 'peek', started);
+      return this.storeFailed({ keys, active, cost: 1, started }, asError(error), 'peek');
     }
   }
 
@@ -711,7 +701,11 @@ class RateLimiter implements Limiter {
   }
 
   /** Applies onStoreError. */
-  private async storeFailed(keys: Keys, error: Error, active: Active, cost: number, operation: 'consume' | 'peek', started: number): Promise<Decision> {
+  private async storeFailed(
+    { keys, active, cost, started }: Pick<Call, 'keys' | 'active' | 'cost' | 'started'>,
+    error: Error,
+    operation: 'consume' | 'peek',
+  ): Promise<Decision> {
     const { ruleSet, given } = active;
     if (error instanceof FloodgateError && (error.code === ErrorCodes.KEY || error.code === ErrorCodes.COST)) throw error;
     const policy: StoreErrorPolicy = this.config.onStoreError;

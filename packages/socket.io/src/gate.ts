@@ -3,6 +3,7 @@
  * under it. The handshake and each event limit are one gate each.
  */
 import { createLimiter, type Decision, ErrorCodes, FloodgateError, isFloodgateError, type Keys, type Limiter, type LimiterOptions } from '@floodgate/core';
+import { isUnmeasured } from '@floodgate/core/adapter';
 import type { SocketArgs } from './keys.js';
 
 /** A function of the socket (and, for an event, its name and arguments). */
@@ -111,11 +112,5 @@ export async function decide(gate: Gate, args: SocketArgs): Promise<Decided> {
   return { decision: await gate.limiter.consume(keys, cost === 1 ? undefined : { cost }), keys };
 }
 
-/**
- * Whether onStoreError 'deny' made this denial, rather than a rule (or an insurance limiter):
- * those decisions carry no numbers, every rule at 0 remaining and 0 ms to reset, which no
- * measured denial has (a rule that denies has either units left or some to get back).
- */
-export function unmeasured(decision: Decision): boolean {
-  return decision.storeError !== undefined && decision.rules.every((rule) => rule.remaining === 0 && rule.resetMs === 0);
-}
+/** Whether onStoreError 'allow' or 'deny' made this decision, rather than a rule (or an insurance limiter): it carries no numbers. */
+export const unmeasured = (decision: Decision): boolean => decision.storeError !== undefined && isUnmeasured(decision);

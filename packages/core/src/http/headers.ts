@@ -345,7 +345,13 @@ export function rateLimitHeaders(reports: readonly PolicyReport[], mode: Headers
  * @deprecated The one-limiter form the request flow used before stacked
  * limiters: same as `rateLimitHeaders([{ decision, rules, decidedAt: nowMs }], mode, status)`.
  */
-export function rateLimitHeaders(decision: Decision, mode: HeadersMode, rules: readonly CompiledRule[], nowMs: number, status: number | undefined): (readonly [name: string, value: string])[];
+export function rateLimitHeaders(
+  decision: Decision,
+  mode: HeadersMode,
+  rules: readonly CompiledRule[],
+  nowMs: number,
+  status: number | undefined,
+): (readonly [name: string, value: string])[];
 export function rateLimitHeaders(
   first: readonly PolicyReport[] | Decision,
   mode: HeadersMode,

@@ -1,30 +1,15 @@
-import { isPromise } from '../awaitable.js';
 import type { Decision } from '../decision.js';
-import { describe, type ErrorCode, ErrorCodes, FloodgateError, isFloodgateError, orDefault } from '../errors.js';
 import type { Keys } from '../keys.js';
-import { type ConsumeOptions, consumeNow, createLimiter, isUnmeasured, type Limiter } from '../limiter.js';
-import { adapterOptionNames, type LimiterOptions, limiterOptionNames, rejectUnknownKeys, ruleShorthandNames } from '../options.js';
-import { optionsOf, type RuleOptions } from '../rules.js';
+import { drive, isPromise, type Later, wait } from '../later.js';
+import { type ConsumeOptions, consumeNow, isUnmeasured, type Limiter } from '../limiter.js';
+import type { LimiterOptions } from '../options.js';
+import type { RuleOptions } from '../rules.js';
 import { sleep } from '../sleep.js';
-import { type HeadersMode, headersModes, type PolicyReport, partitionKeys, rateLimitHeaders } from './headers.js';
+import { DEFAULT_MESSAGE, parseFlowOptions, render } from './flow-options.js';
+import { type HeadersMode, type PolicyReport, partitionKeys, rateLimitHeaders } from './headers.js';
 import type { KeyFunction } from './keys.js';
-import { compileAccessList } from './lists.js';
 import { problemResponse } from './problem.js';
 import type { ProxyTrust } from './proxy-trust.js';
-import { createValidations } from './validate.js';
-
-/** A denial body: a string (sent as text), an object (sent as JSON), or a function of the request (undefined: the default message). */
-type Message<Args extends unknown[]> = string | object | ((...args: Args) => string | object | undefined | Promise<string | object | undefined>);
-
-/** A value, or a function of the request that returns it (or a promise of it). */
-type PerRequest<Args extends unknown[], T> = (...args: Args) => T | Promise<T>;
-
-/**
- * The key(s) a request is limited under: a function (scope `key`; it may also
- * return an object of keys by scope), or an object of functions, one per
- * scope the rules use: `{ ip: keyBy.ip(), user: keyBy.header('x-user-id') }`.
- */
-type KeyOption<Args extends unknown[]> = KeyFunction<Args> | PerRequest<Args, Keys> | Readonly<Record<string, KeyFunction<Args>>>;
 
 /**
  * The options every adapter's `rateLimit()` takes: everything `createLimiter`
@@ -182,7 +167,6 @@ type Reported = { [REPORTS]?: PolicyReport[] };
 /** The same for a request object nothing can be added to (frozen, sealed). */
 const reportsOfSealed = new WeakMap<object, PolicyReport[]>();
 
-const DEFAULT_MESSAGE = 'Too many requests, please try again later.';
 const SKIP: Outcome = Object.freeze({ kind: 'skip' });
 const STORE_DOWN_MESSAGE = 'Service unavailable: the rate limiter cannot reach its store.';
 const FORBIDDEN_MESSAGE = 'Forbidden';
@@ -198,143 +182,6 @@ const DENY_LISTED: Decision = Object.freeze({
   rule: 'deny-list',
   rules: [],
 }) as Decision;
-
-function checkFunction(value: unknown, name: string): void {
-  if (value !== undefined && typeof value !== 'function') {
-    throw new FloodgateError(ErrorCodes.OPTION, `${name} must be a function, got ${describe(value)}.`);
-  }
-}
-
-function checkBoolean(value: unknown, name: string): void {
-  if (value !== undefined && typeof value !== 'boolean') {
-    throw new FloodgateError(ErrorCodes.OPTION, `${name} must be true or false, got ${describe(value)}.`);
-  }
-}
-
-function checkCost(cost: unknown): number {
-  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1) {
-    throw new FloodgateError(ErrorCodes.COST, `cost must be a positive integer, got ${describe(cost)}.`);
-  }
-  return cost;
-}
-
-function checkKey(key: unknown, scope?: string): Keys {
-  if (typeof key === 'string' ? key.length > 0 : scope === undefined && typeof key === 'object' && key !== null && !Array.isArray(key)) return key as Keys;
-  throw new FloodgateError(
-    ErrorCodes.KEY,
-    scope === undefined
-      ? `The key function returned ${describe(key)}; it must return a non-empty string (or an object of keys by scope).`
-      : `The key function of scope '${scope}' returned ${describe(key)}; it must return a non-empty string.`,
-  );
-}
-
-function checkLimit(limit: unknown): number {
-  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 1) {
-    throw new FloodgateError(ErrorCodes.LIMIT, `The limit function returned ${describe(limit)}; it must return a positive integer.`);
-  }
-  return limit;
-}
-
-/**
- * Runs a callback of the user's: what it throws (or rejects with) becomes a
- * FloodgateError with `code` that keeps it as `cause`, and keeps its HTTP
- * status when it has one (an authentication error thrown by a key function
- * still answers 401). FloodgateErrors pass as they are.
- */
-function guarded<Args extends unknown[], T>(fn: (...args: Args) => T | Promise<T>, args: Args, code: ErrorCode, what: string): T | Promise<T> {
-  const wrap = (error: unknown): never => {
-    if (isFloodgateError(error)) throw error;
-    const given = (error as { status?: unknown; statusCode?: unknown } | null)?.status ?? (error as { statusCode?: unknown } | null)?.statusCode;
-    const status = typeof given === 'number' && given >= 400 && given <= 599 ? given : 500;
-    const reason = error instanceof Error ? error.message : describe(error);
-    throw new FloodgateError(code, `The ${what} function threw: ${reason}`, { cause: error, status });
-  };
-  try {
-    const value = fn(...args);
-    return isPromise(value) ? value.catch(wrap) : value;
-  } catch (error) {
-    return wrap(error);
-  }
-}
-
-function render(message: string | object): { body: string; contentType: string } {
-  return typeof message === 'string'
-    ? { body: message, contentType: 'text/plain; charset=utf-8' }
-    : { body: JSON.stringify(message), contentType: 'application/json; charset=utf-8' };
-}
-
-/** How a flow reads the key(s) of a request, built once from the `key` option. */
-function compileKey<Args extends unknown[]>(key: KeyOption<Args>): (args: Args) => Keys | Promise<Keys> {
-  if (typeof key === 'function') {
-    return (args) => {
-      const keyed = guarded(key as PerRequest<Args, Keys>, args, ErrorCodes.KEY, 'key');
-      return isPromise(keyed) ? keyed.then((k) => checkKey(k)) : checkKey(keyed);
-    };
-  }
-  if (typeof key !== 'object' || key === null || Array.isArray(key) || Object.keys(key).length === 0) {
-    throw new FloodgateError(
-      ErrorCodes.OPTION,
-      `key must be a function of the request, or an object of key functions by scope like { ip: keyBy.ip(), user: keyBy.header('x-user-id') }, got ${describe(key)}.`,
-    );
-  }
-  const scopes = Object.entries(key);
-  for (const [scope, fn] of scopes) {
-    if (typeof fn !== 'function') throw new FloodgateError(ErrorCodes.OPTION, `key.${scope} must be a key function, got ${describe(fn)}.`);
-  }
-  return async (args) => {
-    const keys: Record<string, string> = {};
-    for (const [scope, fn] of scopes) {
-      const keyed = guarded(fn, args, ErrorCodes.KEY, `key.${scope}`);
-      keys[scope] = checkKey(isPromise(keyed) ? await keyed : keyed, scope) as string;
-    }
-    return keys;
-  };
-}
-
-/**
- * The rules of a request when `limit` or `rules` is a function: the rule
- * list to decide it under, or undefined for the limiter's own. Lists built
- * from a limit are cached per limit value, so that the limiter compiles each
- * plan once.
- */
-function compileRulesOption<Args extends unknown[]>(
-  options: { limit?: unknown; rules?: unknown },
-  limiter: Limiter,
-  where: string,
-): ((args: Args) => readonly RuleOptions[] | Promise<readonly RuleOptions[]>) | undefined {
-  if (typeof options.rules === 'function') {
-    const rules = options.rules as PerRequest<Args, readonly RuleOptions[]>;
-    return (args) => guarded(rules, args, ErrorCodes.RULES, 'rules');
-  }
-  if (typeof options.limit !== 'function') return undefined;
-  const limit = options.limit as PerRequest<Args, number>;
-  const [rule, ...more] = limiter.rules;
-  if (rule === undefined || more.length > 0) {
-    throw new FloodgateError(
-      ErrorCodes.OPTION,
-      `${where}: limit as a function replaces the limit of the limiter's one rule, and this limiter has ${limiter.rules.length}; use rules: (req) => [...] instead.`,
-    );
-  }
-  // The rule as options, but its limit and burst, which follow the limit the function gives.
-  const { limit: _limit, burst: _burst, ...template } = optionsOf(rule) as RuleOptions & Record<string, unknown>;
-  const byLimit = new Map<number, readonly RuleOptions[]>();
-  const rulesOf = (value: unknown): readonly RuleOptions[] => {
-    const n = checkLimit(value);
-    let rules = byLimit.get(n);
-    if (rules === undefined) {
-      // A bucket's burst follows the limit, unless the options fixed one.
-      const burst = (options as { burst?: number }).burst;
-      rules = Object.freeze([Object.freeze({ ...template, limit: n, ...(burst === undefined ? {} : { burst }) } as RuleOptions)]);
-      if (byLimit.size >= 1024) byLimit.clear();
-      byLimit.set(n, rules);
-    }
-    return rules;
-  };
-  return (args) => {
-    const value = guarded(limit, args, ErrorCodes.LIMIT, 'limit');
-    return isPromise(value) ? value.then(rulesOf) : rulesOf(value);
-  };
-}
 
 /**
  * Parses an adapter's options once and returns the request flow. Adapters
@@ -359,189 +206,67 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
     trust?: (...args: Args) => ProxyTrust | undefined;
   },
 ): RateLimitFlow<Args, Handler> {
-  const where = `${adapter.name}'s rateLimit()`;
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new FloodgateError(ErrorCodes.OPTION, `${where} takes an options object like { limit: 100, windowMs: 60_000 }, got ${describe(options)}.`);
-  }
-  rejectUnknownKeys(options, new Set<string>([...adapterOptionNames, ...limiterOptionNames, ...(adapter.extraKeys ?? [])]), where);
-
-  // limit and rules as functions of the request are decided per call; the limiter is made of the rest.
-  const perRequest = typeof options.limit === 'function' || typeof options.rules === 'function';
-  const limiterOptions: Record<string, unknown> = {};
-  for (const name of Object.keys(options)) {
-    const value = options[name as keyof typeof options];
-    if (limiterOptionNames.has(name) && typeof value !== 'function') limiterOptions[name] = value;
-    else if (name === 'now' && typeof value === 'function') limiterOptions[name] = value;
-  }
-  if (typeof options.limit === 'function' && options.limiter === undefined) limiterOptions.limit = 1; // replaced per call
-  if (typeof options.rules === 'function') {
-    if (Object.keys(limiterOptions).some((name) => ruleShorthandNames.has(name))) {
-      throw new FloodgateError(ErrorCodes.RULES, `${where} has both 'rules' and rule shorthand options; give either one rule in shorthand or rules.`);
-    }
-    // Never consulted: every call is decided under the rules the function returns.
-    if (options.limiter === undefined) limiterOptions.rules = [{ name: 'per-request', limit: 1, windowMs: 1000 }];
-  }
-  let limiter: Limiter;
-  if (options.limiter !== undefined) {
-    const given = Object.keys(limiterOptions);
-    if (given.length > 0) {
-      throw new FloodgateError(
-        ErrorCodes.OPTION,
-        `${where} got both 'limiter' and ${given.map((k) => `'${k}'`).join(', ')}; set those on the shared limiter instead.`,
-      );
-    }
-    if (typeof options.limiter !== 'object' || options.limiter === null || typeof options.limiter.consume !== 'function') {
-      throw new FloodgateError(ErrorCodes.OPTION, `limiter must be a limiter from createLimiter(), got ${describe(options.limiter)}.`);
-    }
-    limiter = options.limiter;
-  } else {
-    limiter = createLimiter(limiterOptions as LimiterOptions);
-  }
-
-  checkFunction(options.skip, 'skip');
-  checkFunction(options.handler, 'handler');
-  checkBoolean(options.skipSuccessfulRequests, 'skipSuccessfulRequests');
-  checkBoolean(options.skipFailedRequests, 'skipFailedRequests');
-  checkBoolean(options.shadow, 'shadow');
-  if (typeof options.cost !== 'function' && options.cost !== undefined) checkCost(options.cost);
-  const statusCode = orDefault(options.statusCode, 429);
-  if (!Number.isInteger(statusCode) || statusCode < 400 || statusCode > 599) {
-    throw new FloodgateError(ErrorCodes.OPTION, `statusCode must be an HTTP error status (400-599), got ${describe(options.statusCode)}.`);
-  }
-  const headersMode = orDefault<HeadersMode>(options.headers, 'legacy');
-  if (!headersModes.includes(headersMode)) {
-    throw new FloodgateError(
-      ErrorCodes.OPTION,
-      `headers must be one of ${headersModes.map((mode) => (mode === false ? 'false' : `'${mode}'`)).join(', ')}, got ${describe(options.headers)}.`,
-    );
-  }
-  checkBoolean(options.problemDetails, 'problemDetails');
-  const problemDetails = options.problemDetails === true;
-  const message = orDefault<Message<Args>>(options.message, DEFAULT_MESSAGE);
-  if (typeof message !== 'string' && typeof message !== 'function' && (typeof message !== 'object' || message === null)) {
-    throw new FloodgateError(ErrorCodes.OPTION, `message must be a string, an object (sent as JSON) or a function, got ${describe(options.message)}.`);
-  }
-
-  const keyOption = options.key === undefined ? adapter.defaultKey() : options.key;
-  const keysOf = compileKey<Args>(keyOption);
-  const rulesOf = perRequest ? compileRulesOption<Args>(options, limiter, where) : undefined;
-  const cost = orDefault<NonNullable<typeof options.cost>>(options.cost, 1);
-  const { skip, shadow = false, skipSuccessfulRequests = false, skipFailedRequests = false } = options;
+  const config = parseFlowOptions<Args, Handler>(options as RateLimitOptions<Args, Handler> & Record<string, unknown>, adapter);
+  const { limiter, skip, denied, allowed, keysOf, validate, costOf, rulesOf, headersMode, shadow, skipSuccessfulRequests, skipFailedRequests } = config;
   const refunds = skipSuccessfulRequests || skipFailedRequests;
-  const staticBody = typeof message === 'function' || problemDetails ? undefined : render(message);
-  const requestOf = adapter.request;
-  /** The reports of the request so far, this limiter's added. */
-  const reportOn = (args: Args, report: PolicyReport): readonly PolicyReport[] => {
-    const request: unknown = requestOf === undefined ? args[0] : requestOf(...args);
-    if (typeof request !== 'object' || request === null) return [report];
-    const reported = request as Reported;
-    let reports = reported[REPORTS];
-    if (reports === undefined) {
-      if (Object.isExtensible(request)) {
-        reports = [];
-        reported[REPORTS] = reports;
-      } else {
-        reports = reportsOfSealed.get(request) ?? [];
-        reportsOfSealed.set(request, reports);
-      }
-    }
-    reports.push(report);
-    return reports;
-  };
-  const denied = compileAccessList<Args>(options.denyList, 'denyList');
-  const allowed = compileAccessList<Args>(options.allowList, 'allowList');
-  const validate = createValidations<Args>(options.validate, keyOption, adapter);
+  const requestOf = adapter.request ?? ((...args: Args) => args[0] as object);
+
+  /**
+   * A request, top to bottom. `yield* wait(x)` is x once it is there: the
+   * flow goes on synchronously while callbacks and the store answer at once
+   * (later.ts), and waits only for a value that is a promise.
+   */
+  function* decide(args: Args): Generator<Later<unknown>, Later<Outcome>, unknown> {
+    if (skip !== undefined && (yield* wait(skip(...args)))) return SKIP;
+    if (denied !== undefined && (yield* wait(denied(adapter.clientIp(...args), args)))) return denyListed(args);
+    if (allowed !== undefined && (yield* wait(allowed(adapter.clientIp(...args), args)))) return SKIP;
+
+    const keys = yield* wait(keysOf(args));
+    validate?.(args, typeof keys === 'string' ? keys : Object.values(keys).join('}'));
+    const cost = yield* wait(costOf(args));
+    const rules = rulesOf === undefined ? undefined : yield* wait(rulesOf(args));
+
+    // The time the decision is about: X-RateLimit-Reset is this plus resetMs, whatever happens after.
+    const decidedAt = limiter.now();
+    const call: ConsumeOptions | undefined = rules !== undefined ? { cost, rules } : cost === 1 ? undefined : { cost };
+    const decision = yield* wait(consumeNow(limiter, keys, call));
+    adapter.expose(decision, ...args);
+
+    const inForce = rules === undefined ? limiter.rules : limiter.rulesFor(rules);
+    // Built field by field: spreading optional parts costs a request an object copy each.
+    const report: { -readonly [K in keyof PolicyReport]: PolicyReport[K] } = { decision, rules: inForce, decidedAt, headers: headersMode };
+    if (shadow) report.shadow = shadow;
+    if (headersMode === 'draft-10' && decision.storeError === undefined) report.partitionKeys = yield* wait(partitionKeys(inForce, keys));
+    const reports = reportOn(requestOf(...args), report);
+
+    if (!decision.allowed && !shadow) return denial(args, decision, reports);
+    const taken = refunds && decision.allowed && decision.storeError === undefined ? { keys, cost, rules } : undefined;
+    const lease = decision.leaseId === undefined ? undefined : { keys, leaseId: decision.leaseId, rules };
+    const outcome: Outcome = { kind: 'pass', decision, headers: rateLimitHeaders(reports, headersMode, undefined), reports, taken, lease };
+    if (decision.allowed && decision.delayMs > 0) yield* wait(sleep(decision.delayMs));
+    return outcome;
+  }
+
   const denyListed = (args: Args): Outcome => {
     adapter.expose(DENY_LISTED, ...args);
     return { kind: 'deny', decision: DENY_LISTED, headers: [], reports: [], status: 403, custom: false, ...render(FORBIDDEN_MESSAGE) };
   };
 
-  // The steps of a request, each a function of what the ones before found. Callbacks usually answer
-  // synchronously, and so does the memory store: a step waits (then()) only for a value that is a
-  // promise, so that a request pays no promise and no microtask turn for what it does not wait for.
-  const afterSkip = (args: Args): Outcome | Promise<Outcome> => {
-    if (denied === undefined) return afterDenyList(args);
-    const listed = denied(adapter.clientIp(...args), args);
-    if (isPromise(listed)) return listed.then((yes) => (yes ? denyListed(args) : afterDenyList(args)));
-    return listed ? denyListed(args) : afterDenyList(args);
-  };
-  const afterDenyList = (args: Args): Outcome | Promise<Outcome> => {
-    if (allowed === undefined) return withArgs(args);
-    const listed = allowed(adapter.clientIp(...args), args);
-    if (isPromise(listed)) return listed.then((yes) => (yes ? SKIP : withArgs(args)));
-    return listed ? SKIP : withArgs(args);
-  };
-  const withArgs = (args: Args): Outcome | Promise<Outcome> => {
-    const keyed = keysOf(args);
-    return isPromise(keyed) ? keyed.then((keys) => withKeys(args, keys)) : withKeys(args, keyed);
-  };
-  const withKeys = (args: Args, keys: Keys): Outcome | Promise<Outcome> => {
-    if (validate !== undefined) validate(args, typeof keys === 'string' ? keys : Object.values(keys).join('}'));
-    if (typeof cost === 'number') return withCost(args, keys, cost);
-    const costed = guarded(cost, args, ErrorCodes.COST, 'cost');
-    return isPromise(costed) ? costed.then((units) => withCost(args, keys, checkCost(units))) : withCost(args, keys, checkCost(costed));
-  };
-  const withCost = (args: Args, keys: Keys, units: number): Outcome | Promise<Outcome> => {
-    if (rulesOf === undefined) return consumed(args, keys, units, undefined);
-    const ruled = rulesOf(args);
-    return isPromise(ruled) ? ruled.then((rules) => consumed(args, keys, units, rules)) : consumed(args, keys, units, ruled);
-  };
-  const consumed = (args: Args, keys: Keys, units: number, rules: readonly RuleOptions[] | undefined): Outcome | Promise<Outcome> => {
-    // The time the decision is about: X-RateLimit-Reset is this plus resetMs, whatever happens after.
-    const decidedAt = limiter.now();
-    const call: ConsumeOptions | undefined = rules !== undefined ? { cost: units, rules } : units === 1 ? undefined : { cost: units };
-    const decision = consumeNow(limiter, keys, call);
-    return isPromise(decision) ? decision.then((d) => decided(args, keys, units, rules, decidedAt, d)) : decided(args, keys, units, rules, decidedAt, decision);
-  };
-  const decided = (
-    args: Args,
-    keys: Keys,
-    units: number,
-    rules: readonly RuleOptions[] | undefined,
-    decidedAt: number,
-    decision: Decision,
-  ): Outcome | Promise<Outcome> => {
-    adapter.expose(decision, ...args);
-    const inForce = rules === undefined ? limiter.rules : limiter.rulesFor(rules);
-    // Built field by field: spreading optional parts costs a request an object copy each.
-    const report: { -readonly [K in keyof PolicyReport]: PolicyReport[K] } = { decision, rules: inForce, decidedAt, headers: headersMode };
-    if (shadow) report.shadow = shadow;
-    if (headersMode === 'draft-10' && decision.storeError === undefined) {
-      return partitionKeys(inForce, keys).then((partitions) => {
-        report.partitionKeys = partitions;
-        return outcomeOf(args, keys, units, rules, decision, reportOn(args, report));
-      });
-    }
-    return outcomeOf(args, keys, units, rules, decision, reportOn(args, report));
-  };
-  const outcomeOf = (
-    args: Args,
-    keys: Keys,
-    units: number,
-    rules: readonly RuleOptions[] | undefined,
-    decision: Decision,
-    reports: readonly PolicyReport[],
-  ): Outcome | Promise<Outcome> => {
-    if (!decision.allowed && !shadow) return denial(args, decision, reports);
-    const taken = refunds && decision.allowed && decision.storeError === undefined ? { keys, cost: units, rules } : undefined;
-    const lease = decision.leaseId === undefined ? undefined : { keys, leaseId: decision.leaseId, rules };
-    const outcome: Outcome = { kind: 'pass', decision, headers: rateLimitHeaders(reports, headersMode, undefined), reports, taken, lease };
-    return decision.allowed && decision.delayMs > 0 ? sleep(decision.delayMs).then(() => outcome) : outcome;
-  };
   const denial = async (args: Args, decision: Decision, reports: readonly PolicyReport[]): Promise<Outcome> => {
     const storeDown = decision.storeError !== undefined && isUnmeasured(decision);
-    const status = storeDown ? 503 : statusCode;
+    const status = storeDown ? 503 : config.statusCode;
     const headers = rateLimitHeaders(reports, headersMode, status);
-    if (options.handler !== undefined) {
+    const { message } = config;
+    if (config.handler !== undefined) {
       const rules = reports[reports.length - 1]?.rules ?? limiter.rules;
       const windowMs = (rules.find((rule) => rule.name === decision.rule) ?? rules[0])?.windowMs ?? 0;
       const denial: Denial = { ...decision, statusCode: status, message: storeDown ? STORE_DOWN_MESSAGE : message, windowMs };
       return { kind: 'deny', decision: denial, headers, reports, status, custom: true, body: '', contentType: '' };
     }
-    let rendered = staticBody;
+    let rendered = config.staticBody;
     if (rendered === undefined) {
       const written = storeDown ? STORE_DOWN_MESSAGE : typeof message === 'function' ? await message(...args) : message;
-      if (problemDetails) {
+      if (config.problemDetails) {
         const given =
           written === DEFAULT_MESSAGE || storeDown
             ? {}
@@ -554,16 +279,11 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
     return { kind: 'deny', decision, headers, reports, status, custom: false, ...rendered };
   };
 
-  const runNow = (args: Args): Outcome | Promise<Outcome> => {
-    if (skip === undefined) return afterSkip(args);
-    const skipped = skip(...args);
-    if (isPromise(skipped)) return skipped.then((yes) => (yes ? SKIP : afterSkip(args)));
-    return skipped ? SKIP : afterSkip(args);
-  };
+  const runNow = (args: Args): Later<Outcome> => drive(decide(args));
 
   return {
     limiter,
-    handler: options.handler,
+    handler: config.handler,
     runNow,
 
     run(args) {
@@ -596,6 +316,24 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
       }
     },
   };
+}
+
+/** The reports of a request so far, `report` added: on the request object itself (see REPORTS). */
+function reportOn(request: unknown, report: PolicyReport): readonly PolicyReport[] {
+  if (typeof request !== 'object' || request === null) return [report];
+  const reported = request as Reported;
+  let reports = reported[REPORTS];
+  if (reports === undefined) {
+    if (Object.isExtensible(request)) {
+      reports = [];
+      reported[REPORTS] = reports;
+    } else {
+      reports = reportsOfSealed.get(request) ?? [];
+      reportsOfSealed.set(request, reports);
+    }
+  }
+  reports.push(report);
+  return reports;
 }
 
 /**
