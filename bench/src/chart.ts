@@ -1,12 +1,14 @@
 /*
  * docs/benchmarks.svg: the run's ratios as horizontal bars, hand-written SVG
  * (no chart library), one group per benchmark, each against its own 1.0×
- * reference (the Map baseline, the raw EVALSHA floor, the bare framework).
+ * reference (the Map baseline, the raw EVALSHA floor, rate-limiter-flexible
+ * on the same database, the bare framework).
  */
 import type { HttpRow } from './http.js';
 import { frameworks } from './http-apps.js';
 import { redisAlgorithmContenders } from './redis.js';
 import type { BenchResults } from './results.js';
+import { floodgateOf, referenceOf, sqlContenderInfo } from './sql-contenders.js';
 import { pairedRatio } from './stats.js';
 
 interface Bar {
@@ -24,7 +26,7 @@ const escapeXml = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&
 
 function groups(results: BenchResults): Group[] {
   const out: Group[] = [];
-  const { memory, redis, edge, http } = results;
+  const { memory, redis, sql, edge, http } = results;
   if (memory !== undefined) {
     for (const [scenario, title] of [
       ['hot', 'Memory store, one hot key: decisions/s × awaited Map baseline'],
@@ -68,6 +70,23 @@ function groups(results: BenchResults): Group[] {
         },
       ],
     });
+  }
+  if (sql !== undefined) {
+    // The hot-key rows (one batch per turn for Floodgate, several times the peers' rate) are in the tables, off this scale.
+    const bars: Bar[] = [];
+    for (const database of ['postgres', 'mysql', 'sqlite'] as const) {
+      for (const id of [floodgateOf[database], ...(database === 'postgres' ? (['acpr-postgres'] as const) : [])]) {
+        for (const mode of ['sequential', 'concurrent'] as const) {
+          const t = sql.throughput[mode];
+          bars.push({
+            label: `${sqlContenderInfo[id].short}, ${mode === 'sequential' ? 'sequential' : `${sql.inFlight} in flight`}`,
+            ratio: pairedRatio(t[id] ?? [], t[referenceOf[database]] ?? []),
+            floodgate: sqlContenderInfo[id].floodgate,
+          });
+        }
+      }
+    }
+    out.push({ title: 'SQL stores, random keys: decisions/s × rate-limiter-flexible on the same database', bars });
   }
   if (edge !== undefined) {
     out.push({

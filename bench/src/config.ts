@@ -4,8 +4,18 @@
  * smoke run for CI (under 2 minutes) whose numbers are too short to quote.
  */
 
-export type Section = 'memory' | 'redis' | 'edge' | 'http' | 'accuracy';
-export const sections: readonly Section[] = ['memory', 'redis', 'edge', 'http', 'accuracy'];
+export type Section = 'memory' | 'redis' | 'edge' | 'http' | 'accuracy' | 'sql';
+export const sections: readonly Section[] = ['memory', 'redis', 'edge', 'http', 'accuracy', 'sql'];
+
+/** Calls per measurement in each scenario of the SQL benchmark. */
+export interface SqlOps {
+  /** Each call awaited in turn, random keys. */
+  sequential: number;
+  /** `inFlight` calls at a time, random keys. */
+  concurrent: number;
+  /** `inFlight` calls at a time, one hot key. */
+  hot: number;
+}
 
 export interface BenchConfig {
   quick: boolean;
@@ -55,6 +65,15 @@ export interface BenchConfig {
     warmupSeconds: number;
     durationSeconds: number;
   };
+  /** Issue 28: PostgreSQL, MySQL/MariaDB and SQLite stores. */
+  sql: {
+    rounds: number;
+    inFlight: number;
+    /** Per database: SQLite answers in-process, 10 to 50 times as fast as a server, so its measurements make more calls. */
+    ops: Record<'postgres' | 'mysql' | 'sqlite', SqlOps>;
+    /** Distinct keys after which rows and bytes per key are measured. */
+    storageKeys: number;
+  };
   accuracy: {
     processes: number;
     callsPerProcess: number;
@@ -81,6 +100,16 @@ const full: Omit<BenchConfig, 'quick' | 'only' | 'write'> = {
   redis: { rounds: 5, sequentialOps: 10_000, concurrentOps: 40_000, inFlight: 64, memoryKeys: [16_384, 10_000] },
   edge: { rounds: 7, sequentialOps: 1_500, concurrentOps: 6_000, inFlight: 32 },
   http: { rounds: 4, connections: 50, warmupSeconds: 1.5, durationSeconds: 3 },
+  sql: {
+    rounds: 5,
+    inFlight: 64,
+    ops: {
+      postgres: { sequential: 1_000, concurrent: 4_000, hot: 4_000 },
+      mysql: { sequential: 1_000, concurrent: 4_000, hot: 4_000 },
+      sqlite: { sequential: 10_000, concurrent: 20_000, hot: 40_000 },
+    },
+    storageKeys: 10_000,
+  },
   accuracy: { processes: 4, callsPerProcess: 3_000, limit: 1_000, inFlight: 32 },
   deadlineMs: 40 * 60_000,
 };
@@ -100,6 +129,16 @@ const quick: Omit<BenchConfig, 'quick' | 'only' | 'write'> = {
   redis: { rounds: 1, sequentialOps: 1_000, concurrentOps: 4_000, inFlight: 64, memoryKeys: [16_384, 10_000] },
   edge: { rounds: 1, sequentialOps: 200, concurrentOps: 400, inFlight: 32 },
   http: { rounds: 1, connections: 50, warmupSeconds: 0.3, durationSeconds: 0.7 },
+  sql: {
+    rounds: 1,
+    inFlight: 64,
+    ops: {
+      postgres: { sequential: 200, concurrent: 800, hot: 800 },
+      mysql: { sequential: 200, concurrent: 800, hot: 800 },
+      sqlite: { sequential: 2_000, concurrent: 4_000, hot: 8_000 },
+    },
+    storageKeys: 1_000,
+  },
   accuracy: { processes: 4, callsPerProcess: 3_000, limit: 1_000, inFlight: 32 },
   deadlineMs: 5 * 60_000,
 };

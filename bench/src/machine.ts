@@ -25,6 +25,7 @@ const libraries = [
   'express-rate-limit',
   'rate-limit-redis',
   'rate-limiter-flexible',
+  '@acpr/rate-limit-postgresql',
   'koa-ratelimit',
   'hono-rate-limiter',
   '@fastify/rate-limit',
@@ -38,6 +39,9 @@ const libraries = [
   'fastify',
   '@nestjs/core',
   'ioredis',
+  'pg',
+  'mysql2',
+  'better-sqlite3',
   'autocannon',
 ];
 

@@ -1,8 +1,8 @@
 /*
- * `pnpm bench [--quick] [--only=memory,redis,edge,http,accuracy] [--write|--no-write]`
+ * `pnpm bench [--quick] [--only=memory,redis,edge,http,accuracy,sql] [--write|--no-write]`
  *
- * Runs Floodgate and its peers side by side (memory.ts, redis.ts, edge.ts,
- * http.ts, accuracy.ts), checks the targets of the open issues (targets.ts), prints the
+ * Runs Floodgate and its peers side by side (memory.ts, redis.ts, sql.ts,
+ * edge.ts, http.ts, accuracy.ts), checks the targets of the open issues (targets.ts), prints the
  * report, and after a full run writes BENCHMARKS.md and docs/benchmarks.svg
  * at the repository root. Exits non-zero only when a benchmark crashes:
  * timings never fail a run.
@@ -22,6 +22,7 @@ import { benchRedis, redisAlgorithmContenders } from './redis.js';
 import { benchRedisInstructions, valgrindAvailable } from './redis-instructions.js';
 import { renderReport } from './report.js';
 import type { BenchResults } from './results.js';
+import { benchSql } from './sql.js';
 import { evaluateTargets } from './targets.js';
 
 const args = process.argv.slice(2).filter((arg) => arg !== '--');
@@ -51,6 +52,7 @@ if (config.only.has('redis')) {
   // Instruction counts take a minute under valgrind and do not drift: full runs only.
   if (!config.quick && valgrindAvailable()) results.redisInstructions = await benchRedisInstructions(redisAlgorithmContenders, 500);
 }
+if (config.only.has('sql')) results.sql = await benchSql(config);
 if (config.only.has('edge')) results.edge = await benchEdge(config);
 if (config.only.has('http')) results.http = await benchHttp(config);
 if (config.only.has('accuracy')) {

@@ -12,8 +12,10 @@ import { frameworks } from './http-apps.js';
 import type { MemoryScenario } from './memory.js';
 import type { MemoryContenderId } from './memory-contenders.js';
 import type { BenchResults } from './results.js';
+import { type SqlScenario, sqlScenarios } from './sql.js';
+import { floodgateOf, referenceOf, SQL_TIMEOUT_MS, type SqlContenderId, type SqlDatabase, sqlContenderInfo } from './sql-contenders.js';
 import { formatNumber, formatRate, formatRatio, median, pairedRatio } from './stats.js';
-import type { Target } from './targets.js';
+import { sqlScenarioLabel, type Target } from './targets.js';
 
 type Cell = string | number;
 
@@ -27,7 +29,7 @@ const mark = (holds: boolean) => (holds ? '✅ holds' : '❌ does not hold');
 function targetsSection(targets: readonly Target[]): string {
   const held = targets.filter((t) => t.holds).length;
   const lines = [
-    '## Targets of issues 14, 15, 16, 17, 18 and 20 in this run',
+    '## Targets of issues 14, 15, 16, 17, 18, 20 and 28 in this run',
     '',
     `${held} of ${targets.length} hold. The issue column says which issue set each target (7: a target of the first round that still matters; see Method for those dropped).`,
     '',
@@ -216,6 +218,104 @@ function redisSection(results: BenchResults): string {
   ].join('\n');
 }
 
+const sqlDatabaseNames: Record<SqlDatabase, string> = { postgres: 'PostgreSQL', mysql: 'MySQL / MariaDB', sqlite: 'SQLite' };
+
+function sqlSection(results: BenchResults): string {
+  const sql = results.sql;
+  if (sql === undefined) return '';
+  const t = sql.throughput;
+  const bold = (id: SqlContenderId) => (sqlContenderInfo[id].floodgate ? `**${sqlContenderInfo[id].label}**` : sqlContenderInfo[id].label);
+  const databases = [...new Set(sql.contenders.map((c) => c.database))];
+  const rateRows = sql.contenders.map((c) => [
+    bold(c.id),
+    ...sqlScenarios.flatMap((scenario) => [
+      formatRate(median(t[scenario][c.id] ?? [])),
+      formatRatio(pairedRatio(t[scenario][c.id] ?? [], t[scenario][referenceOf[c.database]] ?? [])),
+    ]),
+  ]);
+  const versus = sql.contenders
+    .filter((c) => !c.floodgate)
+    .map((c) => {
+      const own = floodgateOf[c.database];
+      return [
+        `${sqlContenderInfo[own].short} × ${c.short}`,
+        ...sqlScenarios.map((scenario) => formatRatio(pairedRatio(t[scenario][own] ?? [], t[scenario][c.id] ?? []))),
+      ];
+    });
+  const three = (values: (scenario: SqlScenario) => number, digits = 0) => sqlScenarios.map((scenario) => formatNumber(values(scenario), digits)).join(' / ');
+  const costRows = sql.contenders.map((c) => [
+    bold(c.id),
+    three((scenario) => sql.sentPerCall[scenario][c.id] ?? Number.NaN, 2),
+    three((scenario) => sql.runPerCall[scenario][c.id] ?? Number.NaN, 1),
+    three((scenario) => median(sql.serverMicrosPerCall[scenario][c.id] ?? [])),
+    three((scenario) => median(sql.clientMicrosPerCall[scenario][c.id] ?? [])),
+    three((scenario) => median(sql.logBytesPerCall[scenario][c.id] ?? [])),
+  ]);
+  const keys = sql.storage[0]?.keys ?? 0;
+  const storageRows = sql.storage.map((row) => [
+    bold(row.contender),
+    `\`${row.tables}\``,
+    `\`${row.exampleKey}\``,
+    formatNumber(row.rowsPerKey, 2),
+    formatNumber(row.bytesPerKey, 1),
+  ]);
+  const prepared = sql.contenders
+    .filter((c) => c.database === 'sqlite')
+    .map((c) => `${c.short} ${three((scenario) => sql.preparedPerCall[scenario][c.id] ?? Number.NaN, 2)}`);
+  const failures = Object.entries(sql.failures).filter(([, f]) => f !== undefined && f.notAdmitted + f.errors > 0);
+  const scenarioNames = sqlScenarios.map((scenario) => sqlScenarioLabel(scenario, sql.inFlight));
+  const callsOf = (scenario: SqlScenario) => databases.map((db) => sql.ops[db][scenario].toLocaleString('en-US')).join(' / ');
+  return [
+    '## SQL stores',
+    '',
+    `Issue 28. Every library on the same servers in one run: ${databases
+      .map((db) => sql.servers[db])
+      .filter((s) => s !== undefined)
+      .join('; ')}. ` +
+      'Each run makes a database of its own on each server and drops it at the end. ' +
+      `Each library gets a pool of ${sql.poolSize} connections of its own (SQLite: a file of its own, one connection), its default table, and a fixed window ` +
+      "(rate-limiter-flexible's and @acpr/rate-limit-postgresql's only kind; Floodgate's `algorithm: 'fixed-window'`) with a limit no run reaches: every call is admitted, so every call writes. " +
+      `Scenarios, with the calls per measurement on ${databases.join(' / ')}: calls awaited in turn over random keys (${callsOf('sequential')}), ` +
+      `${sql.inFlight} calls in flight over random keys (${callsOf('concurrent')}), and ${sql.inFlight} in flight on one hot key (${callsOf('hot')}); ` +
+      'random keys are the pre-drawn sequence over 100k IPv4-like keys that the other benchmarks use. ' +
+      `${sql.rounds} rounds, each running a database's libraries in a rotated order, every measurement from empty tables. ` +
+      "Floodgate's SQL stores send a denied call or a peek as one statement and an admitted call as two (a read, then a conditional write), and run one transaction at a time per key in each process: calls on a key that come meanwhile share the next read and write. " +
+      `Floodgate's limiters run with \`timeoutMs: ${SQL_TIMEOUT_MS}\` (the peers have no timeout; the default 200 ms would answer a call kept waiting for a pooled connection with onStoreError instead of the database's decision). ` +
+      'What the peers send, from their source: RateLimiterPostgres one upsert (`INSERT … ON CONFLICT … RETURNING`, a named prepared statement); ' +
+      '@acpr/rate-limit-postgresql one call of its PL/pgSQL `agg_increment()`, which starts with `LOCK TABLE rate_limit.sessions` (ACCESS EXCLUSIVE, held to the commit), so its calls run one at a time whatever the pool; ' +
+      "RateLimiterMySQL `BEGIN`, an upsert, a `SELECT` and `COMMIT` on one connection; RateLimiterSQLite one upsert `… RETURNING` inside better-sqlite3's `transaction()`, preparing the statement on every call.",
+    '',
+    table(['store', ...scenarioNames.flatMap((name) => [`${name} /s`, '× rate-limiter-flexible'])], rateRows),
+    '',
+    'Floodgate against the peers on the same database (median of per-round ratios):',
+    '',
+    table(['', ...scenarioNames], versus),
+    '',
+    `What a call costs, per scenario (${scenarioNames.join(' / ')}; medians over rounds, statement counts from the last round). ` +
+      '"statements sent/call": statements the library sent per decision, each a round trip, counted on its pool or connections (SQLite: statements run, the BEGIN and COMMIT of better-sqlite3\'s transaction() included). ' +
+      '"run/call": statements MySQL ran per decision, those inside stored procedures included (its Queries). ' +
+      "\"server CPU µs/call\": CPU time (utime + stime from /proc) per decision of what serves the run on the server: PostgreSQL's backends on the run's database, its autovacuum workers there, and the processes all databases share (WAL writer, checkpointer); mariadbd's threads but those of other clients' connections. " +
+      '"client CPU µs/call": CPU time of the harness process per decision: the library, its driver and the event loop (for SQLite, all the work). ' +
+      '"log B/call": bytes written to PostgreSQL\'s WAL or InnoDB\'s redo log per decision. ' +
+      'Queries and the logs are server-wide counters: on a server that other clients use meanwhile, their work counts too.',
+    '',
+    table(['store', 'statements sent/call', 'run/call', 'server CPU µs/call', 'client CPU µs/call', 'log B/call'], costRows),
+    ...(prepared.length > 0 ? ['', `Statements prepared per decision (SQLite): ${prepared.join('; ')}.`] : []),
+    '',
+    `Rows and bytes per key after ${keys.toLocaleString('en-US')} distinct keys (one call each, awaited in turn, from empty tables): ` +
+      "PostgreSQL: pg_total_relation_size (heap, indexes, TOAST) of the library's tables; MySQL: data_length + index_length after ANALYZE TABLE (InnoDB 16 KB pages); " +
+      "SQLite: pages in use × page_size of the library's file after a WAL checkpoint. Each library's default key naming, client key `10.x.y.z`.",
+    '',
+    table(['store', 'tables', 'key for client 10.0.0.1', 'rows/key', 'bytes/key'], storageRows, ['l', 'l', 'l', 'r', 'r']),
+    ...(failures.length > 0
+      ? [
+          '',
+          `Calls not admitted or failed (should be none): ${failures.map(([id, f]) => `${id}: ${f?.notAdmitted} not admitted, ${f?.errors} errors (${f?.firstError ?? ''})`).join('; ')}.`,
+        ]
+      : []),
+  ].join('\n');
+}
+
 function edgeSection(results: BenchResults): string {
   const edge = results.edge;
   if (edge === undefined) return '';
@@ -341,8 +441,8 @@ function accuracySection(results: BenchResults): string {
 }
 
 function profilesSection(results: BenchResults): string {
-  const profiles = results.profiles;
-  if (profiles === undefined || profiles.length === 0) return '';
+  const profiles = [...(results.profiles ?? []), ...(results.sql?.profiles ?? [])];
+  if (profiles.length === 0) return '';
   const parts = [
     "## Profiles of Floodgate's hot paths",
     '',
@@ -379,6 +479,11 @@ function machineSection(results: BenchResults): string {
         ['OS', m.os],
         ['Node', m.node],
         ['Redis', m.redis],
+        ...(results.sql === undefined
+          ? []
+          : (['postgres', 'mysql', 'sqlite'] as const).flatMap((db) =>
+              results.sql?.servers[db] === undefined ? [] : [[sqlDatabaseNames[db], results.sql.servers[db]]],
+            )),
         ['load average at start', m.loadAverage.join(', ')],
         ['Floodgate commit', m.commit],
         ...Object.entries(m.libraries).map(([name, version]) => [name, version]),
@@ -408,6 +513,8 @@ export function renderReport(results: BenchResults, targets: readonly Target[]):
     '',
     redisSection(results),
     '',
+    sqlSection(results),
+    '',
     edgeSection(results),
     '',
     httpSection(results),
@@ -424,11 +531,14 @@ export function renderReport(results: BenchResults, targets: readonly Target[]):
     "- Every in-process memory measurement runs in a fresh child process (`bench/src/memory-worker.ts`): no contender inherits another's heap, garbage or JIT type feedback. " +
       "Each round runs every contender once, starting with a different one; the calls are the libraries' own decision functions (`increment(key)`, `consume(key)`), awaited in a plain loop.",
     '- Redis servers are private (`redis-server` on a free loopback port, nothing persisted), started and killed by the harness.',
+    "- SQL servers are the machine's PostgreSQL (127.0.0.1:5432) and MySQL/MariaDB (127.0.0.1:3306) when they answer, else private ones that `@floodgate/test-support` starts; each run creates a database of its own on each (`fg_bench_<pid>_<random>`) and drops it at the end, on failure too, so nothing a server held before is read or changed. " +
+      'PostgreSQL gets a database rather than a schema because @acpr/rate-limit-postgresql writes to its fixed `rate_limit` schema, installs the uuid-ossp extension and keeps a `migrations` table. SQLite files live in a temporary directory, removed at the end. ' +
+      "Server CPU is read from /proc (utime + stime), so it counts only where the harness runs on the same machine as the servers; it leaves out what serves other clients (PostgreSQL's backends on other databases, mariadbd's threads of other connections), though a shared server's background work (WAL writer, InnoDB's threads) for them still counts.",
     '- HTTP servers run in child processes, autocannon in the harness process; each measurement starts a fresh server, warms it up, then measures.',
     "- Child processes run TypeScript through tsx's ES-module loader only (`--import tsx/esm`): its CommonJS hook would load a second copy of an ES-module-only package that a CommonJS one requires (`@nestjs/throttler` requiring `@nestjs/core` 12), where Node's own `require()` shares it.",
     "- The NestJS app is built as `nest new` makes one, on platform-express, with its decorators applied as functions (`Reflect.decorate`, what TypeScript emits): the harness runs without a compiler's decorator metadata. Fastify and NestJS keep their default logging off and their default headers on, as the other frameworks.",
     '- `pnpm bench --quick` runs everything with fewer rounds, calls and keys and sub-second HTTP runs: a smoke test (CI), not a measurement. It never fails on timing.',
-    '- Targets: this run checks the targets of issues 14 (scopes), 15 (plans, waiting), 16 (Fastify, NestJS), 17 (the edge), 18 (the Redis redesign and, 18.7, the memory hot path) and 20.2 (eviction). ' +
+    '- Targets: this run checks the targets of issues 14 (scopes), 15 (plans, waiting), 16 (Fastify, NestJS), 17 (the edge), 18 (the Redis redesign and, 18.7, the memory hot path), 20.2 (eviction) and 28 (the SQL stores). ' +
       "Of the first round's (issue 7) it keeps those that still matter and no new one replaces: 100k random keys ≥ 1.1× express-rate-limit, the express/koa/hono rows against the bare framework, 0 HTTP errors, and exact admission under concurrency. " +
       'It drops those that issue 18 superseded: "≥ 0.95× the floor, sequential" and "≥ every peer" (now ≥ 1.0× rate-limit-redis, sequential and 64 in flight, and ≥ 0.9× the floor with 64 in flight), ' +
       '"≤ 120 heap bytes per key" (now ≤ 70), "≥ 2.0× rate-limiter-flexible" in memory (issue 18 sets the bar at express-rate-limit, the faster in-process peer; the table keeps both ratios), ' +

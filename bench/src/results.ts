@@ -8,6 +8,7 @@ import type { MemoryResults } from './memory.js';
 import type { Profile } from './profile.js';
 import type { RedisResults } from './redis.js';
 import type { RedisInstructions } from './redis-instructions.js';
+import type { SqlResults } from './sql.js';
 
 export interface BenchResults {
   /** The command that produced the run, as typed. */
@@ -20,6 +21,8 @@ export interface BenchResults {
   redis?: RedisResults;
   /** Instructions per call inside redis-server (callgrind); full runs on machines with valgrind. */
   redisInstructions?: RedisInstructions;
+  /** PostgreSQL, MySQL/MariaDB and SQLite stores (issue 28). */
+  sql?: SqlResults;
   edge?: EdgeResults;
   http?: HttpResults;
   accuracy?: AccuracyResults;

@@ -1,12 +1,13 @@
 /*
  * The targets of the open issues (14 scopes, 15 plans and waiting, 16
  * Fastify and NestJS, 17 the edge, 18 the Redis redesign and the memory hot
- * path, 20.2 eviction), and those of issue 7 that still matter, checked
+ * path, 20.2 eviction, 28 the SQL stores), and those of issue 7 that still matter, checked
  * against one run. Each is a ratio measured in the same run as what it
  * compares with (or a byte count, a CPU time, a correctness count). When one
  * does not hold, `bound` says what the run measured about why: time per call
- * and where it goes, Redis's time and instructions per call, round trips, or
- * the CPU left on a two-core machine.
+ * and where it goes, Redis's time and instructions per call, a database's
+ * statements and CPU per call, round trips, or the CPU left on a two-core
+ * machine.
  */
 import { exactContenders } from './accuracy.js';
 import type { EdgeContenderId } from './edge.js';
@@ -16,10 +17,12 @@ import type { MemoryContenderId } from './memory-contenders.js';
 import type { Profile } from './profile.js';
 import type { RedisContenderId } from './redis-contenders.js';
 import type { BenchResults } from './results.js';
+import { type SqlScenario, sqlScenarios } from './sql.js';
+import { type SqlContenderId, sqlContenderInfo } from './sql-contenders.js';
 import { formatNumber, formatRatio, median, pairedRatio, ratioRange } from './stats.js';
 
 export interface Target {
-  /** The issue that set it: '18', '18.7', '20.2', '14', '15', '16', '17', or '7' (kept from the first round). */
+  /** The issue that set it: '18', '18.7', '20.2', '14', '15', '16', '17', '28', or '7' (kept from the first round). */
   issue: string;
   area: string;
   requirement: string;
@@ -102,9 +105,68 @@ function sequentialSpread(redis: NonNullable<BenchResults['redis']>, id: RedisCo
   );
 }
 
+/** How issue 28's targets name a scenario. */
+export function sqlScenarioLabel(scenario: SqlScenario, inFlight: number): string {
+  return scenario === 'sequential' ? 'sequential' : scenario === 'concurrent' ? `${inFlight} in flight, 100k keys` : `${inFlight} in flight, one hot key`;
+}
+
+/**
+ * What a SQL row's rate is made of, from the run's own numbers: the time of a call against the CPU it
+ * used (the database server's, from /proc, and the harness's: the library and its driver), the
+ * statements it sent (each a round trip; MySQL: and those its procedure ran), its log bytes, and,
+ * with calls in flight, how much CPU per call the target would leave on this machine's cores.
+ */
+function sqlBound(results: BenchResults, own: SqlContenderId, peer: SqlContenderId, scenario: SqlScenario, need: number): string {
+  const sql = results.sql;
+  if (sql === undefined) return '';
+  const cores = results.machine.cores;
+  const rate = (who: SqlContenderId) => median(sql.throughput[scenario][who] ?? []);
+  const server = (who: SqlContenderId) => median(sql.serverMicrosPerCall[scenario][who] ?? []);
+  const client = (who: SqlContenderId) => median(sql.clientMicrosPerCall[scenario][who] ?? []);
+  const log = (who: SqlContenderId) => median(sql.logBytesPerCall[scenario][who] ?? []);
+  const name = (who: SqlContenderId) => (who === own ? 'Floodgate' : sqlContenderInfo[who].short);
+  const hasServer = Number.isFinite(server(own));
+  const cpu = (who: SqlContenderId) => (hasServer ? server(who) : 0) + client(who);
+  const cost = (who: SqlContenderId) => {
+    const wall = 1e6 / rate(who);
+    const parts = hasServer
+      ? `${formatNumber(server(who))} µs of server CPU + ${formatNumber(client(who))} µs of client CPU`
+      : `${formatNumber(client(who))} µs of CPU (all in-process)`;
+    return scenario === 'sequential' || !hasServer
+      ? // Awaited in turn (or SQLite's synchronous transactions, which take turns on the main thread), nothing overlaps:
+        // what the CPU does not account for is waiting (round trips, the commit's write and flush).
+        `${name(who)} ${formatNumber(wall)} µs per call = ${parts} + ${formatNumber(Math.max(0, wall - cpu(who)))} µs waiting`
+      : // In flight, calls overlap: the interval between two answers, and how many cores the CPU per call kept busy.
+        `${name(who)} one answer every ${formatNumber(wall)} µs, ${parts} per call: ${formatNumber((cpu(who) * rate(who)) / 1e6, 2)} of ${cores} cores busy`;
+  };
+  const sent = (who: SqlContenderId) => formatNumber(sql.sentPerCall[scenario][who] ?? Number.NaN, 2);
+  const run = (who: SqlContenderId) => sql.runPerCall[scenario][who] ?? Number.NaN;
+  const prepared = (who: SqlContenderId) => sql.preparedPerCall[scenario][who] ?? Number.NaN;
+  const [low, high] = ratioRange(sql.throughput[scenario][own] ?? [], sql.throughput[scenario][peer] ?? []);
+  const budget = (cores * 1e6) / (need * rate(peer));
+  const database = sqlContenderInfo[own].database;
+  return (
+    `${cost(own)}; ${cost(peer)}.` +
+    ` Statements per call${database === 'sqlite' ? '' : ' sent (each a round trip)'}: ${sent(own)} for Floodgate, ${sent(peer)} for ${name(peer)}` +
+    (Number.isFinite(run(own)) ? `; run by the server, those inside procedures included: ${formatNumber(run(own), 1)} and ${formatNumber(run(peer), 1)}` : '') +
+    (Number.isFinite(prepared(own)) ? `; prepared per call: ${formatNumber(prepared(own), 2)} and ${formatNumber(prepared(peer), 2)}` : '') +
+    '.' +
+    (Number.isFinite(log(own))
+      ? ` Log bytes written per call (${database === 'postgres' ? 'WAL' : 'redo'}): ${formatNumber(log(own))} and ${formatNumber(log(peer))}.`
+      : '') +
+    (!hasServer
+      ? ' SQLite runs each transaction synchronously on the main thread, so calls in flight take turns; waiting is time that thread was blocked or off the cores: a commit writing and syncing the WAL, or other processes running.'
+      : scenario === 'sequential'
+        ? " Waiting is time neither the client nor the server was on a core for the call: loopback round trips, the commit's log flush, or other processes running."
+        : ` ${formatRatio(need)} ${name(peer)}'s rate on ${cores} cores leaves at most ${formatNumber(budget)} µs of CPU per call, server and client together; Floodgate used ${formatNumber(cpu(own))}.` +
+          topFrames(sql.profiles, `Floodgate ${sqlContenderInfo[own].short}`, 4)) +
+    ` Per round, Floodgate ran at ${formatNumber(low, 2)}–${formatNumber(high, 2)}× ${name(peer)}.`
+  );
+}
+
 export function evaluateTargets(results: BenchResults): Target[] {
   const targets: Target[] = [];
-  const { memory, redis, edge, http, accuracy, profiles, redisInstructions } = results;
+  const { memory, redis, sql, edge, http, accuracy, profiles, redisInstructions } = results;
   const add = (target: Target) => targets.push(target);
 
   if (memory !== undefined) {
@@ -285,6 +347,38 @@ export function evaluateTargets(results: BenchResults): Target[] {
           : {
               bound: `Redis time per call: ${formatNumber(median(redis.redisMicrosPerCall[mode]['floodgate-3-scopes'] ?? []), 1)} µs for the one FCALL of 3 rules, ${formatNumber(median(redis.redisMicrosPerCall[mode]['floodgate-3-stacked'] ?? []), 1)} µs for the three of the stacked limiters.`,
             }),
+      });
+    }
+  }
+
+  if (sql !== undefined) {
+    const t = sql.throughput;
+    for (const [own, peer] of [
+      ['floodgate-postgres', 'rate-limiter-flexible-postgres'],
+      ['floodgate-mysql', 'rate-limiter-flexible-mysql'],
+      ['floodgate-sqlite', 'rate-limiter-flexible-sqlite'],
+    ] as const satisfies readonly (readonly [SqlContenderId, SqlContenderId])[]) {
+      for (const scenario of sqlScenarios) {
+        const ratio = pairedRatio(t[scenario][own] ?? [], t[scenario][peer] ?? []);
+        add({
+          issue: '28',
+          area: 'sql',
+          requirement: `${sqlContenderInfo[own].short} ≥ 1.0× ${sqlContenderInfo[peer].short}, ${sqlScenarioLabel(scenario, sql.inFlight)}`,
+          measured: formatRatio(ratio),
+          holds: ratio >= 1,
+          ...(ratio >= 1 ? {} : { bound: sqlBound(results, own, peer, scenario, 1) }),
+        });
+      }
+    }
+    for (const scenario of ['concurrent', 'hot'] as const) {
+      const ratio = pairedRatio(t[scenario]['floodgate-postgres'] ?? [], t[scenario]['acpr-postgres'] ?? []);
+      add({
+        issue: '28',
+        area: 'sql',
+        requirement: `PostgresStore ≥ 3× @acpr/rate-limit-postgresql, ${sqlScenarioLabel(scenario, sql.inFlight)}`,
+        measured: formatRatio(ratio),
+        holds: ratio >= 3,
+        ...(ratio >= 3 ? {} : { bound: sqlBound(results, 'floodgate-postgres', 'acpr-postgres', scenario, 3) }),
       });
     }
   }
