@@ -334,6 +334,24 @@ describe('batches (httpBatchLink): one response for several calls', () => {
     expect(last().headers.get('retry-after')).toBe('10');
   });
 
+  it('keeps the denial of a quota in the headers when a later call of the batch fits', async () => {
+    const time = clock();
+    const upload = t.procedure
+      .input((raw: unknown) => raw as { files: number })
+      .use(rateLimit({ algorithm: 'fixed-window', limit: 10, windowMs: 60_000, now: time.now, cost: ({ input }) => input.files }))
+      .mutation(({ input }) => input.files);
+    const router = t.router({ upload });
+    const { trpc, last } = client<typeof router>(await serveNode(router), { batch: true });
+    expect(await trpc.upload.mutate({ files: 8 })).toBe(8);
+    // 2 left: the 3 files are refused, the 1 file after them fits.
+    const settled = await Promise.allSettled([trpc.upload.mutate({ files: 3 }), trpc.upload.mutate({ files: 1 })]);
+    expect(settled.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
+    expect(last().status).toBe(207);
+    // The denial outranks the count after it: its numbers (2 were free when 3 were refused) and its wait.
+    expect(last().headers.get('x-ratelimit-remaining')).toBe('2');
+    expect(last().headers.get('retry-after')).toBe('50');
+  });
+
   it('reports one quota once, however many calls of the batch spent it', async () => {
     const time = clock();
     const base = { algorithm: 'fixed-window', limit: 10, windowMs: 60_000, now: time.now, headers: 'draft-8' } as const;
