@@ -1,0 +1,3 @@
+import { floodgateBuild } from '../../tsup.shared.js';
+
+export default floodgateBuild('node', ['src/index.ts', 'src/apollo.ts']);
