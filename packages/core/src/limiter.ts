@@ -30,12 +30,14 @@ export interface LimiterEvents {
    * The store failed or timed out. `decision` is what onStoreError decided for a
    * consume or peek (absent when a refund or a lease release failed); `latencyMs`
    * is how long the call took to fail (timeoutMs for a store that did not answer).
+   * With `operation: 'settle'`, no store failed: an adapter's `settle` function
+   * threw or returned no unit count (`ERR_FG_COST`), and the request's estimate stands.
    */
   error: {
     key: Keys;
     error: Error;
-    /** The limiter method whose store call failed. */
-    operation: 'consume' | 'peek' | 'refund' | 'release';
+    /** The limiter method whose store call failed, or 'settle': an adapter's `settle` function failed. */
+    operation: 'consume' | 'peek' | 'refund' | 'release' | 'settle';
     decision?: Decision;
     latencyMs: number;
   };
@@ -534,9 +536,10 @@ class RateLimiter implements Limiter {
   }
 
   /** Decides a call: synchronously when the store and the deny cache can, else a promise. */
-  private decide(keys: Keys, ids: StoreKeys, cost: number, active: Active): Decision | Promise<Decision> {
+  private decide(keys: Keys, ids: StoreKeys, cost: number, active: Active, reported = true): Decision | Promise<Decision> {
     const ruleSet = active.ruleSet;
-    const started = this.timed ? performance.now() : -1;
+    // Untimed, a call reports no 'allowed' or 'limited' (report()): units taken after the fact are no call of their own.
+    const started = reported && this.timed ? performance.now() : -1;
     const now = this.now();
     if (this.denials !== undefined) {
       const remembered = this.denials.lookup(denialKey(active, ids), cost, now);
@@ -629,6 +632,22 @@ class RateLimiter implements Limiter {
       this.events.emit(event, { key: keys, rule: decision.rule, decision, latencyMs: performance.now() - started });
     }
     return decision;
+  }
+
+  /**
+   * consume() for units a call already admitted takes once its real cost is
+   * known (an adapter's `settle`): decided the same way, without the
+   * 'allowed' or 'limited' event, which count calls.
+   */
+  async consumeUnreported(keys: Keys, options: ConsumeOptions): Promise<Decision> {
+    const cost = checkCall(options, CONSUME);
+    const active = this.activeFor(options.rules);
+    return this.decide(keys, await storeKeys(active.keying, keys), cost, active, false);
+  }
+
+  /** Reports what an adapter's `settle` function did wrong, as a store error is reported: the 'error' event, or the log. */
+  reportSettleError(keys: Keys, error: Error): void {
+    this.reportError(keys, error, 'settle', -1);
   }
 
   async peek(keys: Keys, options?: PeekOptions): Promise<Decision> {
@@ -734,7 +753,8 @@ class RateLimiter implements Limiter {
     if (now - this.lastErrorLog >= 10_000) {
       const more = this.unloggedErrors > 0 ? ` (${this.unloggedErrors} more since the last report)` : '';
       const decided = decision === undefined ? '' : ` (onStoreError ${decision.allowed ? 'allowed' : 'denied'} the call)`;
-      console.warn(`[floodgate] store error during ${operation}${more}: ${error.message}${decided}`);
+      const what = operation === 'settle' ? 'settle function failed' : `store error during ${operation}`;
+      console.warn(`[floodgate] ${what}${more}: ${error.message}${decided}`);
       this.lastErrorLog = now;
       this.unloggedErrors = 0;
     } else {
@@ -752,6 +772,20 @@ const unmeasuredDecisions = new WeakSet<Decision>();
  */
 export function consumeNow(limiter: Limiter, keys: Keys, options?: ConsumeOptions): Decision | Promise<Decision> {
   return limiter instanceof RateLimiter ? limiter.consumeNow(keys, options) : limiter.consume(keys, options);
+}
+
+/**
+ * Takes more units for a call already admitted, without reporting a call of
+ * its own ('allowed'/'limited'), when the limiter is one of Floodgate's.
+ */
+export function consumeUnreported(limiter: Limiter, keys: Keys, options: ConsumeOptions): Promise<Decision> {
+  return limiter instanceof RateLimiter ? limiter.consumeUnreported(keys, options) : limiter.consume(keys, options);
+}
+
+/** Reports an adapter's failed `settle` function through the limiter's 'error' event (or its log). */
+export function reportSettleError(limiter: Limiter, keys: Keys, error: Error): void {
+  if (limiter instanceof RateLimiter) limiter.reportSettleError(keys, error);
+  else console.warn(`[floodgate] ${error.message}`);
 }
 
 /** Whether onStoreError 'allow' or 'deny' made this decision (rather than the store or an insurance limiter). */

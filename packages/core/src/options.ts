@@ -89,6 +89,7 @@ export const adapterOptionNames: ReadonlySet<string> = new Set([
   'skipSuccessfulRequests',
   'skipFailedRequests',
   'shadow',
+  'settle',
   'allowList',
   'denyList',
   'problemDetails',

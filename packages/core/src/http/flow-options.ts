@@ -14,6 +14,7 @@ import { type HeadersMode, headersModes } from './headers.js';
 import type { KeyFunction } from './keys.js';
 import { compileAccessList } from './lists.js';
 import type { ProxyTrust } from './proxy-trust.js';
+import { checkSettled } from './settle.js';
 import { createValidations } from './validate.js';
 
 /** A denial body: a string (sent as text), an object (sent as JSON), or a function of the request (undefined: the default message). */
@@ -193,6 +194,8 @@ export interface FlowConfiguration<Args extends unknown[], Handler> {
   readonly shadow: boolean;
   readonly skipSuccessfulRequests: boolean;
   readonly skipFailedRequests: boolean;
+  /** The units a request took, once its response is over (the `settle` option), checked: undefined keeps the estimate. */
+  readonly settle: ((args: Args) => Later<number | undefined>) | undefined;
 }
 
 /** Reads and checks an adapter's options once; throws ERR_FG_* naming the option. */
@@ -213,6 +216,7 @@ export function parseFlowOptions<Args extends unknown[], Handler>(
     skipSuccessfulRequests?: boolean;
     skipFailedRequests?: boolean;
     shadow?: boolean;
+    settle?: unknown;
     allowList?: unknown;
     denyList?: unknown;
     validate?: unknown;
@@ -263,6 +267,7 @@ export function parseFlowOptions<Args extends unknown[], Handler>(
   checkBoolean(options.skipSuccessfulRequests, 'skipSuccessfulRequests');
   checkBoolean(options.skipFailedRequests, 'skipFailedRequests');
   checkBoolean(options.shadow, 'shadow');
+  checkFunction(options.settle, 'settle');
   if (typeof options.cost !== 'function' && options.cost !== undefined) checkCost(options.cost);
   const statusCode = orDefault(options.statusCode, 429);
   if (!Number.isInteger(statusCode) || statusCode < 400 || statusCode > 599) {
@@ -284,6 +289,7 @@ export function parseFlowOptions<Args extends unknown[], Handler>(
 
   const keyOption = (options.key === undefined ? adapter.defaultKey() : options.key) as KeyOption<Args>;
   const cost = options.cost === undefined ? 1 : (options.cost as number | PerRequest<Args, number>);
+  const settled = options.settle as PerRequest<Args, number | undefined> | undefined;
   return Object.freeze({
     limiter,
     handler: options.handler,
@@ -308,5 +314,12 @@ export function parseFlowOptions<Args extends unknown[], Handler>(
     shadow: options.shadow === true,
     skipSuccessfulRequests: options.skipSuccessfulRequests === true,
     skipFailedRequests: options.skipFailedRequests === true,
+    settle:
+      settled === undefined
+        ? undefined
+        : (args: Args) => {
+            const units = guarded(settled, args, ErrorCodes.COST, 'settle');
+            return isPromise(units) ? units.then(checkSettled) : checkSettled(units);
+          },
   });
 }

@@ -55,6 +55,7 @@ const adapterOptions = fc.record(
     skipSuccessfulRequests: anything,
     skipFailedRequests: anything,
     shadow: anything,
+    settle: anything,
     limiter: anything,
     timeoutMs: anything,
     onStoreError: anything,
@@ -86,7 +87,7 @@ describe('option validation, fuzzed', () => {
           // What was accepted must be usable as given.
           if (options.statusCode !== undefined) expect(Number.isInteger(options.statusCode) && (options.statusCode as number) >= 400).toBe(true);
           if (options.headers !== undefined) expect(['legacy', 'draft-8', 'both', false]).toContain(options.headers);
-          for (const name of ['key', 'skip', 'handler'] as const) if (options[name] !== undefined) expect(typeof options[name]).toBe('function');
+          for (const name of ['key', 'skip', 'handler', 'settle'] as const) if (options[name] !== undefined) expect(typeof options[name]).toBe('function');
           expect(typeof flow.run).toBe('function');
         });
       }),

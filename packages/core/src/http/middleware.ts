@@ -10,6 +10,7 @@ import { type HeadersMode, type PolicyReport, partitionKeys, rateLimitHeaders } 
 import type { KeyFunction } from './keys.js';
 import { problemResponse } from './problem.js';
 import type { ProxyTrust } from './proxy-trust.js';
+import { settleTaken } from './settle.js';
 
 /**
  * The options every adapter's `rateLimit()` takes: everything `createLimiter`
@@ -70,6 +71,21 @@ export interface RateLimitOptions<Args extends unknown[], Handler> extends Omit<
   skipSuccessfulRequests?: boolean;
   /** Give the units back when the response status is >= 400 or the response failed. */
   skipFailedRequests?: boolean;
+  /**
+   * The units the request really took, known once its response is over (the
+   * tokens a model reports): the request is admitted with `cost`, an
+   * estimate; then the difference is given back, or taken as far as each rule
+   * has it (the key owes nothing beyond an empty rule). `undefined` keeps the
+   * estimate. Called once the response is over, as skipSuccessfulRequests
+   * refunds are, and not for a request those give back. This response's
+   * headers show the estimate; the next request's, the settled cost.
+   *
+   * @example
+   * ```ts
+   * rateLimit({ limit: 10_000, windowMs: 60_000, cost: (req) => estimateTokens(req.body), settle: (req, res) => res.locals.tokens });
+   * ```
+   */
+  settle?: (...args: Args) => number | undefined | Promise<number | undefined>;
   /** Decide, set headers and emit events, but never deny: a dark launch. */
   shadow?: boolean;
   /** Requests from these IP addresses/CIDR ranges (or for which the function is true) are never limited. */
@@ -109,8 +125,13 @@ export type Outcome =
       readonly headers: (readonly [name: string, value: string])[];
       /** What every limiter that decided this request so far reported, this one last: the headers' source. */
       readonly reports: readonly PolicyReport[];
-      /** Set when units were taken and skipSuccessfulRequests or skipFailedRequests may give them back (`settle`). */
-      readonly taken: { readonly keys: Keys; readonly cost: number; readonly rules: readonly RuleOptions[] | undefined } | undefined;
+      /**
+       * Set when units were taken and `settle` may give them back (skipSuccessfulRequests, skipFailedRequests)
+       * or adjust them to the units the `settle` option reports, which it calls with `args`.
+       */
+      readonly taken:
+        | { readonly keys: Keys; readonly cost: number; readonly rules: readonly RuleOptions[] | undefined; readonly args: readonly unknown[] }
+        | undefined;
       /** Set when a concurrency rule leased units: `settle` ends the lease. */
       readonly lease: { readonly keys: Keys; readonly leaseId: string; readonly rules: readonly RuleOptions[] | undefined } | undefined;
     }
@@ -145,8 +166,13 @@ export interface RateLimitFlow<Args extends unknown[], Handler> {
    * what run() rejects with.
    */
   runNow(args: Args): Outcome | Promise<Outcome>;
-  /** Tells the flow how the response ended (`undefined`: it failed or was cut off): ends leases, refunds as configured. */
-  settle(outcome: Outcome, status: number | undefined): void;
+  /**
+   * Tells the flow how the response ended (`undefined`: it failed or was cut off): ends leases, refunds
+   * as configured, or settles the cost the `settle` option reports, which gets the request's arguments,
+   * then `after` (the fetch adapter's Response, which its arguments do not hold). Resolves once that is
+   * done; never rejects (failures go to the limiter's 'error' event).
+   */
+  settle(outcome: Outcome, status: number | undefined, ...after: unknown[]): Promise<void>;
   /**
    * The rate-limit headers of an outcome as they stand now, over every limiter
    * that has decided the request since: for adapters that set headers after
@@ -168,6 +194,7 @@ type Reported = { [REPORTS]?: PolicyReport[] };
 const reportsOfSealed = new WeakMap<object, PolicyReport[]>();
 
 const SKIP: Outcome = Object.freeze({ kind: 'skip' });
+const DONE: Promise<void> = Promise.resolve();
 const STORE_DOWN_MESSAGE = 'Service unavailable: the rate limiter cannot reach its store.';
 const FORBIDDEN_MESSAGE = 'Forbidden';
 
@@ -207,8 +234,8 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
   },
 ): RateLimitFlow<Args, Handler> {
   const config = parseFlowOptions<Args, Handler>(options as RateLimitOptions<Args, Handler> & Record<string, unknown>, adapter);
-  const { limiter, skip, denied, allowed, keysOf, validate, costOf, rulesOf, headersMode, shadow, skipSuccessfulRequests, skipFailedRequests } = config;
-  const refunds = skipSuccessfulRequests || skipFailedRequests;
+  const { limiter, skip, denied, allowed, keysOf, validate, costOf, rulesOf, headersMode, shadow, skipSuccessfulRequests, skipFailedRequests, settle } = config;
+  const refunds = skipSuccessfulRequests || skipFailedRequests || settle !== undefined;
   const requestOf = adapter.request ?? ((...args: Args) => args[0] as object);
 
   /**
@@ -240,7 +267,7 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
     const reports = reportOn(requestOf(...args), report);
 
     if (!decision.allowed && !shadow) return denial(args, decision, reports);
-    const taken = refunds && decision.allowed && decision.storeError === undefined ? { keys, cost, rules } : undefined;
+    const taken = refunds && decision.allowed && decision.storeError === undefined ? { keys, cost, rules, args } : undefined;
     const lease = decision.leaseId === undefined ? undefined : { keys, leaseId: decision.leaseId, rules };
     const outcome: Outcome = { kind: 'pass', decision, headers: rateLimitHeaders(reports, headersMode, undefined), reports, taken, lease };
     if (decision.allowed && decision.delayMs > 0) yield* wait(sleep(decision.delayMs));
@@ -304,16 +331,22 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
       return outcome.kind === 'pass' && (outcome.lease !== undefined || outcome.taken !== undefined);
     },
 
-    settle(outcome, status) {
-      if (outcome.kind !== 'pass') return;
+    settle(outcome, status, ...after) {
+      if (outcome.kind !== 'pass') return DONE;
       // release() and refund() report store failures through the limiter's 'error' event and never reject for them.
       const { lease, taken } = outcome;
-      if (lease !== undefined) limiter.release(lease.keys, lease.leaseId, lease.rules && { rules: lease.rules }).catch(() => {});
-      if (taken === undefined) return;
+      const released = lease === undefined ? DONE : limiter.release(lease.keys, lease.leaseId, lease.rules && { rules: lease.rules }).catch(() => {});
+      if (taken === undefined) return released;
       const failed = status === undefined || status >= 400;
+      let settled = DONE;
+      // A request skipSuccessfulRequests or skipFailedRequests gives back costs nothing: there is nothing to settle.
       if ((failed && skipFailedRequests) || (!failed && skipSuccessfulRequests)) {
-        limiter.refund(taken.keys, taken.rules ? { cost: taken.cost, rules: taken.rules } : { cost: taken.cost }).catch(() => {});
+        settled = limiter.refund(taken.keys, taken.rules ? { cost: taken.cost, rules: taken.rules } : { cost: taken.cost }).catch(() => {});
+      } else if (settle !== undefined) {
+        const args = (after.length === 0 ? taken.args : [...taken.args, ...after]) as Args;
+        settled = settleTaken(limiter, taken, () => settle(args));
       }
+      return released === DONE ? settled : Promise.all([released, settled]).then(() => {});
     },
   };
 }
@@ -390,10 +423,11 @@ export interface NodeResponse {
  * A client that goes away does not end the work: its handler keeps running,
  * so its lease holds until the handler is done, and its units are refunded
  * (skipSuccessfulRequests/skipFailedRequests) by the status the handler
- * answered with, as if the client had stayed. A handler that never ends its
- * response keeps its lease until the lease expires (the rule's windowMs) and
- * is never refunded. `handler` resolves to the status the handler set, and
- * rejects when the handler failed (counted as a failed request).
+ * answered with, or settled (`settle`) with what it reported, as if the
+ * client had stayed. A handler that never ends its response keeps its lease
+ * until the lease expires (the rule's windowMs) and is never refunded or
+ * settled. `handler` resolves to the status the handler set, and rejects
+ * when the handler failed (counted as a failed request).
  */
 export function settleWhenDone<Args extends unknown[], Handler>(
   flow: RateLimitFlow<Args, Handler>,
