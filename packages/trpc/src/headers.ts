@@ -7,7 +7,7 @@
  * remaining), whichever call decided last.
  */
 import type { Decision, Keys, Limiter } from '@floodgate/core';
-import { type HeadersMode, type PolicyReport, rateLimitHeaders } from '@floodgate/core/adapter';
+import { type PolicyReport, rateLimitHeaders } from '@floodgate/core/adapter';
 
 /** Where the response's headers can still be set, if the context exposes them. */
 interface ResponseHeaders {
@@ -75,7 +75,7 @@ const tighter = (a: Decision, b: Decision): boolean => (a.allowed ? b.allowed &&
  * state of one quota after the batch, not one policy per call. A decision made without the
  * store (onStoreError) has no numbers and is kept apart.
  */
-export function report(target: ResponseHeaders, limiter: Limiter, keys: Keys, decided: PolicyReport, mode: HeadersMode): void {
+export function report(target: ResponseHeaders, limiter: Limiter, keys: Keys, decided: PolicyReport): void {
   let written = responses.get(target.response);
   if (written === undefined) {
     written = { entries: [], names: [] };
@@ -90,7 +90,8 @@ export function report(target: ResponseHeaders, limiter: Limiter, keys: Keys, de
   const reports = written.entries.map((e) => e.report);
   // Retry-After goes on a response that carries a denial: a batch may mix denials and answers (HTTP 207).
   const denied = reports.some((r) => !r.decision.allowed && r.shadow !== true);
-  const headers = rateLimitHeaders(reports, mode, denied ? 429 : undefined);
+  // Each report carries its limiter's mode: the fields of every mode asked for, each from every report.
+  const headers = rateLimitHeaders(reports, false, denied ? 429 : undefined);
   const names = headers.map(([name]) => name.toLowerCase());
   for (const name of written.names) if (!names.includes(name)) target.remove(name);
   for (const [name, value] of headers) target.set(name, value);

@@ -212,6 +212,17 @@ describe('rateLimit() on the standalone (Node) adapter, over httpLink', () => {
     await rejection(user.hello.query());
   });
 
+  it('with headers: false sets no rate-limit headers, but Retry-After on a denial', async () => {
+    const limited = t.procedure.use(rateLimit({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000, now: clock().now, headers: false }));
+    const router = t.router({ hello: limited.query(() => 'hi') });
+    const { trpc, last } = client<typeof router>(await serveNode(router));
+    expect(await trpc.hello.query()).toBe('hi');
+    expect([...last().headers.keys()].filter((name) => name.includes('ratelimit') || name === 'retry-after')).toEqual([]);
+    await rejection(trpc.hello.query());
+    expect([...last().headers.keys()].filter((name) => name.includes('ratelimit') || name === 'retry-after')).toEqual(['retry-after']);
+    expect(last().headers.get('retry-after')).toBe('50');
+  });
+
   it('in shadow mode decides, sets headers and emits events, but denies nothing', async () => {
     const shadowed = rateLimit({ limit: 1, windowMs: 60_000, now: clock().now, shadow: true });
     const limited: Decision[] = [];

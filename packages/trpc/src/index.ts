@@ -115,7 +115,7 @@ export function rateLimit<TContext = object, TInput = unknown>(options: TrpcRate
     const response = responseHeadersOf(opts.ctx);
     if (response !== undefined) {
       const decided: PolicyReport = { decision, rules: limiter.rules, decidedAt, headers: config.headers, label: opts.path, shadow: config.shadow };
-      report(response, limiter, keys, decided, config.headers);
+      report(response, limiter, keys, decided);
     }
     if (!decision.allowed && !config.shadow) throw denial(decision, await config.messageOf(call));
     if (decision.allowed && decision.delayMs > 0) await sleep(decision.delayMs);
