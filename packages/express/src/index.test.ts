@@ -19,6 +19,7 @@ function expressUnderTest(name: string, express: Express): AdapterUnderTest {
       res.status(418).json({ rule: decision.rule, retryAfter: res.getHeader('retry-after') });
     },
     seesAbandonedRequests: true,
+    reported: ([, res]) => (res as Response).getHeader('x-used') as string | undefined,
     async start(routes, settings = {}) {
       const app = express();
       if (settings.trustProxy) app.set('trust proxy', 'loopback');
@@ -27,6 +28,7 @@ function expressUnderTest(name: string, express: Express): AdapterUnderTest {
         app[method](route.path, ...[route.options].flat().map(rateLimit), (req: Request, res: Response) => {
           if (req.query.throw) throw new Error('the route failed');
           if (req.query.hang) return;
+          if (req.query.used) res.setHeader('x-used', String(req.query.used));
           const answer = () => res.status(Number(req.query.status ?? 200)).json(req.rateLimit ?? { skipped: true });
           if (req.query.hold) held(String(req.query.hold)).then(answer);
           else if (req.query.wait) setTimeout(answer, Number(req.query.wait));

@@ -22,6 +22,7 @@ async function answer(request: FastifyRequest, reply: FastifyReply) {
   const query = request.query as Record<string, string | undefined>;
   if (query.throw) throw new Error('the route failed');
   if (query.hang) return new Promise(() => {});
+  if (query.used) reply.header('x-used', query.used);
   if (query.hold) await held(query.hold);
   if (query.wait) await sleep(Number(query.wait));
   reply.code(Number(query.status ?? 200));
@@ -47,6 +48,7 @@ function fastifyUnderTest(name: string, Fastify: Fastify, mount: 'per context' |
     teapot: (_request: FastifyRequest, reply: FastifyReply, decision: Decision) =>
       reply.code(418).send({ rule: decision.rule, retryAfter: reply.getHeader('retry-after') }),
     seesAbandonedRequests: true,
+    reported: ([, reply]) => (reply as FastifyReply).getHeader('x-used') as string | undefined,
     async start(routes: Route[], settings = {}) {
       const app = newApp(Fastify, { trustProxy: settings.trustProxy === true ? 'loopback' : false });
       if (mount === 'route config') {

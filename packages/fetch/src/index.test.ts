@@ -21,7 +21,8 @@ async function route(request: Request): Promise<Response> {
   const hold = query.get('hold');
   if (hold) await held(hold);
   if (query.get('wait')) await new Promise((resolve) => setTimeout(resolve, Number(query.get('wait'))));
-  return Response.json(getRateLimit(request) ?? { skipped: true }, { status: Number(query.get('status') ?? 200) });
+  const used = query.get('used');
+  return Response.json(getRateLimit(request) ?? { skipped: true }, { status: Number(query.get('status') ?? 200), headers: used ? { 'x-used': used } : {} });
 }
 
 const fetchAdapter: AdapterUnderTest = {
@@ -34,6 +35,8 @@ const fetchAdapter: AdapterUnderTest = {
     Response.json({ rule: decision.rule, retryAfter: String(Math.ceil(decision.retryAfterMs / 1000)) }, { status: 418 }),
   // The handler sees a Request, not the connection: a client that leaves is not visible to it.
   seesAbandonedRequests: false,
+  // settle gets the Response after the handler's arguments.
+  reported: (args) => (args.at(-1) as Response | undefined)?.headers.get('x-used') ?? undefined,
   start(routes, settings = {}) {
     const clientIp = settings.trustProxy ? proxiedAddress : socketAddress;
     const table = routes.map((r) => ({

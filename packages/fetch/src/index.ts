@@ -13,7 +13,20 @@ export type FetchArgs = [request: Request, ...rest: any[]];
 export type FetchDenialHandler<Args extends FetchArgs = FetchArgs> = (...args: [...Args, decision: Decision]) => Response | Promise<Response>;
 
 /** Options of `withRateLimit()` (see `@floodgate/core` RateLimitOptions): callbacks receive the handler's arguments. */
-export interface FetchRateLimitOptions<Args extends FetchArgs = FetchArgs> extends RateLimitOptions<Args, FetchDenialHandler<Args>> {
+export interface FetchRateLimitOptions<Args extends FetchArgs = FetchArgs> extends Omit<RateLimitOptions<Args, FetchDenialHandler<Args>>, 'settle'> {
+  /**
+   * The units the request really took, known once its response is over (the tokens a model
+   * reports): the handler's arguments, then its Response (undefined when the handler threw). Called
+   * once the body has been read to the end, failed or was cancelled. The request is admitted with
+   * `cost`, an estimate; then the difference is given back, or taken as far as each rule has it.
+   * `undefined` keeps the estimate.
+   *
+   * @example
+   * ```ts
+   * withRateLimit(chat, { limit: 10_000, windowMs: 60_000, key: keyBy.header('x-user-id'), cost: 500, settle: (request, response) => Number(response?.headers.get('x-tokens')) });
+   * ```
+   */
+  settle?: (...args: [...Args, response: Response | undefined]) => number | undefined | Promise<number | undefined>;
   /**
    * The client's address, for the default key, `keyBy.ip()`, `keyBy.forwardedFor()`'s fallback and
    * CIDR allow/deny lists: a Request carries no socket. Bun: `(req, server) => server.requestIP(req)?.address`;
@@ -130,7 +143,8 @@ export function withRateLimit<Args extends FetchArgs>(
   options: FetchRateLimitOptions<Args>,
 ): (...args: Args) => Promise<Response> {
   const clientIp = (options as { clientIp?: unknown } | undefined)?.clientIp;
-  const flow = createRateLimitFlow<Args, FetchDenialHandler<Args>>(options, {
+  // settle gets the Response after the handler's arguments: flow.settle passes it on.
+  const flow = createRateLimitFlow<Args, FetchDenialHandler<Args>>(options as RateLimitOptions<Args, FetchDenialHandler<Args>>, {
     name: '@floodgate/fetch',
     defaultKey() {
       if (clientIp !== undefined) return keyBy.ip();
@@ -172,11 +186,11 @@ export function withRateLimit<Args extends FetchArgs>(
     try {
       response = await handler(...args);
     } catch (error) {
-      flow.settle(outcome, undefined);
+      flow.settle(outcome, undefined, undefined);
       throw error;
     }
     const status = response.status;
-    const settle = (failed: boolean) => flow.settle(outcome, failed ? undefined : status);
+    const settle = (failed: boolean) => flow.settle(outcome, failed ? undefined : status, response);
     if (response.body !== null) return withHeaders(response, flow.headersOf(outcome), watch(response.body, settle));
     settle(false);
     return withHeaders(response, flow.headersOf(outcome));

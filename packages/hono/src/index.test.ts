@@ -17,6 +17,7 @@ const hono: AdapterUnderTest = {
   teapot: (c: Context, _next: Next, decision: Decision) => c.json({ rule: decision.rule, retryAfter: c.res.headers.get('retry-after') }, 418),
   // On @hono/node-server the adapter watches the Node response on c.env.outgoing, as Express and Koa do.
   seesAbandonedRequests: true,
+  reported: ([c]) => (c as Context).res.headers.get('x-used') ?? undefined,
   async start(routes, settings = {}) {
     const app = new Hono<{ Variables: RateLimitVariables }>();
     app.onError((_error, c) => c.text('Internal Server Error', 500));
@@ -28,6 +29,8 @@ const hono: AdapterUnderTest = {
       app.on(method, route.path, async (c) => {
         if (c.req.query('throw')) throw new Error('the route failed');
         if (c.req.query('hang')) return new Promise<Response>(() => {});
+        const used = c.req.query('used');
+        if (used) c.header('x-used', used);
         const hold = c.req.query('hold');
         if (hold) await held(hold);
         if (c.req.query('wait')) await new Promise((resolve) => setTimeout(resolve, Number(c.req.query('wait'))));

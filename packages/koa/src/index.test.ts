@@ -22,6 +22,7 @@ function koaUnderTest(name: string, Koa: KoaClass): AdapterUnderTest {
       ctx.body = { rule: decision.rule, retryAfter: ctx.response.get('retry-after') };
     },
     seesAbandonedRequests: true,
+    reported: ([ctx]) => (ctx as Context).response.get('x-used') || undefined,
     async start(routes, settings = {}) {
       const app = new Koa();
       app.silent = true; // errors the routes throw on purpose are not news
@@ -33,6 +34,7 @@ function koaUnderTest(name: string, Koa: KoaClass): AdapterUnderTest {
         router[method](route.path, ...[route.options].flat().map(rateLimit), async (ctx: Context) => {
           if (ctx.query.throw) throw new Error('the route failed');
           if (ctx.query.hang) return new Promise(() => {});
+          if (ctx.query.used) ctx.set('x-used', String(ctx.query.used));
           if (ctx.query.hold) await held(String(ctx.query.hold));
           if (ctx.query.wait) await new Promise((resolve) => setTimeout(resolve, Number(ctx.query.wait)));
           ctx.status = Number(ctx.query.status ?? 200);

@@ -73,9 +73,14 @@ function routeController(route: Route): Type {
   class RouteController {
     @RateLimit(options)
     @Method(route.path)
-    async answer(@Req() request: NestRequest, @Res({ passthrough: true }) response: { status(code: number): unknown }, @Query() query: Record<string, string>) {
+    async answer(
+      @Req() request: NestRequest,
+      @Res({ passthrough: true }) response: { status(code: number): unknown; header(name: string, value: string): unknown },
+      @Query() query: Record<string, string>,
+    ) {
       if (query.throw) throw new Error('the route failed');
       if (query.hang) return new Promise(() => {});
+      if (query.used) response.header('x-used', query.used); // Express's res and Fastify's reply both have header()
       if (query.hold) await held(query.hold);
       else if (query.wait) await new Promise((resolve) => setTimeout(resolve, Number(query.wait)));
       response.status(Number(query.status ?? 200));
@@ -97,6 +102,7 @@ function nestUnderTest(platform: Platform): AdapterUnderTest {
       return new HttpException({ rule: decision.rule, retryAfter }, 418);
     },
     seesAbandonedRequests: true,
+    reported: ([, context]) => (context as ExecutionContext).switchToHttp().getResponse().getHeader('x-used') ?? undefined,
     start: (routes, settings) => startNest(platform, { imports: [FloodgateModule.forRoot()], controllers: routes.map(routeController) }, settings),
   };
 }

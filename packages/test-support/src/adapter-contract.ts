@@ -48,7 +48,8 @@ export interface AdapterUnderTest {
    * Starts a server with `routes`. Each route answers with the status in the
    * `status` query parameter (default 200) and the decision as JSON (`{ skipped: true }` without one); with
    * `throw=1` its handler throws; with `hang=1` it never answers; with `wait=<ms>` it answers after that long;
-   * with `hold=<name>` it answers once `held(name)` resolves, when the test lets that name go.
+   * with `hold=<name>` it answers once `held(name)` resolves, when the test lets that name go; with `used=<n>` it
+   * reports that the request took n units (on its response: a header `x-used`, set before it answers).
    * `trustProxy` makes the framework trust one proxy on the loopback interface (the test itself): its client
    * address is the last X-Forwarded-For entry.
    */
@@ -60,6 +61,12 @@ export interface AdapterUnderTest {
   teapot: unknown;
   /** Whether the adapter sees a client abandon a request (Node's http server does; fetch-style runtimes do not). */
   seesAbandonedRequests: boolean;
+  /**
+   * What the route's handler reported with `used=<n>`, read from the arguments the `settle` option
+   * receives (Express's `res`, Koa's `ctx`, the fetch adapter's Response, ...); undefined when nothing.
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: settle's arguments are the framework's own.
+  reported(args: any[]): string | undefined;
 }
 
 /** Requests held by name (`hold=<name>`), each name with the function that lets them go (and any later ones). */
@@ -447,6 +454,131 @@ export function adapterContract(adapter: AdapterUnderTest): void {
         await waitFor(async () => (await limiter.peek('k')).remaining === 2);
         expect(await statuses(get, '/a', 3)).toEqual([200, 200, 429]);
       });
+    });
+
+    /** A settle function that reads what the route reported (`used=<n>`): undefined when it reported nothing. */
+    const settleReported = (...args: unknown[]) => {
+      const used = adapter.reported(args);
+      return used === undefined ? undefined : Number(used);
+    };
+
+    it("settles the cost once the response is over (issue #30.6): the estimate first, in this response's headers, then what the handler reported", async () => {
+      const clock = manualClock();
+      const limiter = adapter.createLimiter({ algorithm: 'fixed-window', limit: 100, windowMs: 60_000, now: clock.now });
+      await serve([{ path: '/chat', options: { limiter, key: () => 'k', cost: 10, settle: settleReported } }], async (get) => {
+        const remaining = async (path: string) => {
+          const res = await get(path);
+          await res.arrayBuffer();
+          return [res.status, res.headers.get('x-ratelimit-remaining')];
+        };
+        expect(await remaining('/chat?used=4')).toEqual([200, '90']); // the estimate: the units used are not known yet
+        await waitFor(async () => (await limiter.peek('k')).remaining === 96);
+        expect(await remaining('/chat?used=30')).toEqual([200, '86']); // the last request settled: 4 for its 10
+        await waitFor(async () => (await limiter.peek('k')).remaining === 66);
+        expect(await remaining('/chat')).toEqual([200, '56']); // nothing reported: the estimate stands
+        expect(await staysFalse(async () => (await limiter.peek('k')).remaining !== 56, 100)).toBe(true);
+        // More than the key has left: taken as far as the rule has it, and the next request waits for the window.
+        expect(await remaining('/chat?used=500')).toEqual([200, '46']);
+        await waitFor(async () => (await limiter.peek('k')).remaining === 0);
+        const denied = await get('/chat');
+        expect([denied.status, denied.headers.get('retry-after')]).toEqual([429, '60']);
+        clock.advance(60_000);
+        expect(await remaining('/chat?used=10')).toEqual([200, '90']); // a new window: nothing owed from the last
+      });
+    });
+
+    it('settle: skipFailedRequests wins, stacked limiters settle their own, a concurrency lease ends as before', async () => {
+      const tokens = adapter.createLimiter({ algorithm: 'fixed-window', limit: 1_000, windowMs: 60_000, now: manualClock().now });
+      const calls = adapter.createLimiter({ algorithm: 'fixed-window', limit: 100, windowMs: 60_000, now: manualClock().now, prefix: 'calls:' });
+      const leased = adapter.createLimiter({
+        prefix: 'leased:',
+        now: manualClock().now,
+        rules: [
+          { name: 'tokens', algorithm: 'fixed-window', limit: 1_000, windowMs: 60_000 },
+          { name: 'in-flight', algorithm: 'concurrency', limit: 500, windowMs: 60_000 },
+        ],
+      });
+      const key = () => 'k';
+      await serve(
+        [
+          {
+            path: '/stacked',
+            options: [
+              { limiter: calls, key, cost: 5, settle: () => 1 },
+              { limiter: tokens, key, cost: 100, settle: settleReported, skipFailedRequests: true },
+            ],
+          },
+          { path: '/leased', options: { limiter: leased, key, cost: 100, settle: settleReported } },
+        ],
+        async (get) => {
+          expect(await statuses(get, '/stacked?used=40', 1)).toEqual([200]);
+          await waitFor(async () => (await tokens.peek('k')).remaining === 960 && (await calls.peek('k')).remaining === 99);
+          // A failed answer is given back whole by the limiter with skipFailedRequests; the other settles as ever.
+          expect(await statuses(get, '/stacked?used=40&status=502', 1)).toEqual([502]);
+          await waitFor(async () => (await calls.peek('k')).remaining === 98);
+          expect(await staysFalse(async () => (await tokens.peek('k')).remaining !== 960, 100)).toBe(true);
+          expect(await statuses(get, '/leased?used=250', 1)).toEqual([200]);
+          await waitFor(async () => {
+            const rules = (await leased.peek('k')).rules.map((r: { name: string; remaining: number }) => [r.name, r.remaining]);
+            return (
+              JSON.stringify(rules) ===
+              JSON.stringify([
+                ['tokens', 750],
+                ['in-flight', 500],
+              ])
+            );
+          });
+        },
+      );
+    });
+
+    it("settle: a function that throws or returns no unit count is ERR_FG_COST on the limiter's error event; the response and the estimate stand", async () => {
+      const limiter = adapter.createLimiter({ algorithm: 'fixed-window', limit: 100, windowMs: 60_000, now: manualClock().now });
+      const errors: { operation: string; error: { code?: string } }[] = [];
+      limiter.on('error', (event: { operation: string; error: { code?: string } }) => errors.push(event));
+      const base = { limiter, key: () => 'k', cost: 10 };
+      await serve(
+        [
+          {
+            path: '/throws',
+            options: {
+              ...base,
+              settle: () => {
+                throw new Error('no usage in the answer');
+              },
+            },
+          },
+          { path: '/rejects', options: { ...base, settle: () => Promise.reject(new Error('no usage in the answer')) } },
+          { path: '/negative', options: { ...base, settle: () => -3 } },
+          { path: '/text', options: { ...base, settle: () => '12' } },
+          { path: '/fraction', options: { ...base, settle: () => 2.5 } },
+        ],
+        async (get) => {
+          for (const path of ['/throws', '/rejects', '/negative', '/text', '/fraction']) expect(await statuses(get, `${path}?used=1`, 1)).toEqual([200]);
+          await waitFor(async () => errors.length === 5);
+          expect(errors.map((e) => [e.operation, e.error.code])).toEqual(Array(5).fill(['settle', 'ERR_FG_COST']));
+          expect((await limiter.peek('k')).remaining).toBe(50);
+        },
+      );
+    });
+
+    it('settles a request whose client left mid-response with what its handler reported', async () => {
+      const limiter = adapter.createLimiter({ algorithm: 'fixed-window', limit: 100, windowMs: 60_000, now: manualClock().now });
+      const running = await adapter.start([{ path: '/chat', options: { limiter, key: () => 'k', cost: 10, settle: settleReported } }]);
+      const hold = holdRequests();
+      try {
+        const controller = new AbortController();
+        const pending = fetch(`${running.url}/chat?hold=${hold.name}&used=70`, { signal: controller.signal }).catch(() => 'aborted');
+        await waitFor(async () => hold.handlers() === 1);
+        controller.abort();
+        expect(await pending).toBe('aborted');
+        expect((await limiter.peek('k')).remaining).toBe(90);
+        hold.release(); // the handler answers, to nobody, and reports 70 units
+        await waitFor(async () => (await limiter.peek('k')).remaining === 30);
+      } finally {
+        hold.release();
+        await running.close();
+      }
     });
 
     ifAbandonedRequestsAreVisible('judges an abandoned request by how its handler ends, not by the client leaving', async () => {
