@@ -215,7 +215,9 @@ export function rateLimitDirective<TContext = any>(options: RateLimitDirectiveOp
     }
     let limiter: Limiter;
     try {
-      limiter = limiterOf({ ...shared, prefix: `${prefix}${coordinate}:`, rules }, new Set(), at);
+      // One directive is one rule in shorthand, so that an error names its argument (`limit must be ...`).
+      const ruleOptions = rules.length === 1 ? { ...rules[0] } : { rules };
+      limiter = limiterOf({ ...shared, prefix: `${prefix}${coordinate}:`, ...ruleOptions }, new Set(), at);
     } catch (error) {
       const fg = error as FloodgateError;
       throw new FloodgateError(fg.code ?? ErrorCodes.OPTION, `${at}: ${fg.message.replace(/ \[ERR_FG_[A-Z_]+\]$/, '')}`, { cause: error });

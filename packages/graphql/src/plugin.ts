@@ -7,8 +7,19 @@
  * rate-limit headers of every operation the response answers.
  */
 import type { Decision, Keys, Limiter } from '@floodgate/core';
-import type { ExecutionResult, GraphQLError } from 'graphql';
-import { decide, type ExecutionArgsLike, errorOf, type OperationLimitOptions, operationOf, parseOptions, remember, sleep, type Verdict } from './gate.js';
+import type { DocumentNode, ExecutionResult, GraphQLError, GraphQLSchema } from 'graphql';
+import {
+  decide,
+  type ExecutionArgsLike,
+  errorOf,
+  type OperationLimitOptions,
+  operationOf,
+  parseOptions,
+  refusedBeforeValidation,
+  remember,
+  sleep,
+  type Verdict,
+} from './gate.js';
 import { addReport, headersOf } from './headers.js';
 
 /** What Envelop hands `onExecute` and `onSubscribe`. */
@@ -34,6 +45,12 @@ export interface RateLimitPlugin {
   onSubscribe(
     payload: OperationHookPayload<ExecutionResult | AsyncIterableIterator<ExecutionResult>>,
   ): Promise<undefined | { onSubscribeResult(payload: OperationResultPayload): void }>;
+  /** With `cost: 'complexity'`: refuses an operation that can never fit before GraphQL validates it. */
+  onValidate?(payload: {
+    readonly params: { readonly schema: GraphQLSchema; readonly documentAST: DocumentNode };
+    readonly context: unknown;
+    setResult(errors: readonly GraphQLError[]): void;
+  }): void;
   onResponse(payload: { readonly request: Request; readonly response: Response }): void;
 }
 
@@ -47,13 +64,44 @@ function requestOf(context: unknown): object | undefined {
 const isAsyncIterable = (value: unknown): value is AsyncIterable<ExecutionResult> =>
   typeof value === 'object' && value !== null && typeof (value as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function';
 
-/** The stream of a subscription, ending `release` with it: a concurrency lease lasts as long as the subscription. */
-async function* releasing(stream: AsyncIterable<ExecutionResult>, release: () => void): AsyncGenerator<ExecutionResult, void> {
-  try {
-    yield* stream;
-  } finally {
+/**
+ * The stream of a subscription (or an incremental result), calling `release` once when it ends:
+ * done, failed, or ended by the subscriber. An iterator of its own, not an async generator: a
+ * generator waiting for the next event would queue return() until that event came, and hold
+ * the lease (and the source) that long after the subscriber left.
+ */
+function releasing(stream: AsyncIterable<ExecutionResult>, release: () => void): AsyncIterableIterator<ExecutionResult> {
+  const source = stream[Symbol.asyncIterator]();
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
     release();
-  }
+  };
+  return {
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+    async next() {
+      try {
+        const result = await source.next();
+        if (result.done === true) end();
+        return result;
+      } catch (error) {
+        end();
+        throw error;
+      }
+    },
+    async return(value?: unknown) {
+      end();
+      return (await source.return?.(value)) ?? { done: true, value: undefined };
+    },
+    async throw(error?: unknown) {
+      end();
+      if (source.throw !== undefined) return source.throw(error);
+      throw error;
+    },
+  };
 }
 
 /**
@@ -120,7 +168,7 @@ export function useRateLimit<TContext = any>(options: OperationLimitOptions<TCon
     else release();
   };
 
-  return {
+  const plugin: RateLimitPlugin = {
     limiter,
     async onExecute({ args, setResultAndStopExecution }) {
       const release = releaser(await gate(args, (error) => setResultAndStopExecution({ errors: [error] })));
@@ -135,4 +183,11 @@ export function useRateLimit<TContext = any>(options: OperationLimitOptions<TCon
       for (const [name, value] of headersOf(request)) response.headers.set(name, value);
     },
   };
+  if (config.complexity !== undefined) {
+    plugin.onValidate = ({ params, context, setResult }) => {
+      const refused = refusedBeforeValidation(config, { schema: params.schema, document: params.documentAST, context }, requestOf(context) !== undefined);
+      if (refused !== undefined) setResult([refused]);
+    };
+  }
+  return plugin;
 }

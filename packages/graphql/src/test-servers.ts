@@ -5,7 +5,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type ExecutionArgs, GraphQLError, type GraphQLSchema } from 'graphql';
+import type { ExecutionArgs, GraphQLError, GraphQLSchema } from 'graphql';
 import { type Client, createClient } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { createSchema, createYoga, type Plugin, type YogaServerOptions } from 'graphql-yoga';
@@ -18,7 +18,7 @@ export const typeDefs = /* GraphQL */ `
   type Query {
     hello: String
     cheap: Int
-    expensive: Int @rateLimit(limit: 2, windowMs: 60000)
+    expensive: Int @rateLimit(limit: 2, windowMs: 60000, algorithm: "fixed-window")
     users(first: Int, limit: Int): [User!]!
     node: Node
     quota: Int
@@ -27,8 +27,8 @@ export const typeDefs = /* GraphQL */ `
   type User {
     id: ID!
     name: String!
-    avatar: String @rateLimit(limit: 4, windowMs: 60000)
-    postCount: Int @rateLimit(limit: 2, windowMs: 60000, perOperation: true)
+    avatar: String @rateLimit(limit: 4, windowMs: 60000, algorithm: "fixed-window")
+    postCount: Int @rateLimit(limit: 2, windowMs: 60000, algorithm: "fixed-window", perOperation: true)
     posts(first: Int): [Post!]!
   }
   type Post {
@@ -44,6 +44,7 @@ export const typeDefs = /* GraphQL */ `
   type Subscription {
     ticks: Int
     held: Int
+    limitedTicks: Int @rateLimit(limit: 1, windowMs: 60000, algorithm: "fixed-window")
   }
 `;
 
@@ -73,7 +74,7 @@ export const resolvers = {
     hello: () => 'world',
     cheap: () => 1,
     expensive: () => 2,
-    users: (_: unknown, args: { first?: number; limit?: number }) => users(args.first ?? args.limit ?? 3),
+    users: (_: unknown, args: { first?: number; limit?: number }) => users(Math.min(args.first ?? args.limit ?? 3, 100)), // as a real server caps pages
     node: () => ({ id: 'root', child: null }),
     quota: (_: unknown, __: unknown, context: object & { quota?: () => number | undefined }) => context.quota?.(),
     wait: async () => {
@@ -84,7 +85,7 @@ export const resolvers = {
   User: {
     avatar: (user: { id: string }) => `avatar ${user.id}`,
     postCount: () => 0,
-    posts: (_: unknown, args: { first?: number }) => Array.from({ length: args.first ?? 1 }, (_, i) => ({ title: `post ${i + 1}` })),
+    posts: (_: unknown, args: { first?: number }) => Array.from({ length: Math.min(args.first ?? 1, 100) }, (_, i) => ({ title: `post ${i + 1}` })),
   },
   Mutation: { send: () => true },
   Subscription: {
@@ -93,14 +94,36 @@ export const resolvers = {
         for (const ticks of [1, 2, 3]) yield { ticks };
       },
     },
-    held: {
+    limitedTicks: {
       subscribe: async function* () {
-        try {
-          yield { held: 1 };
-          await new Promise(() => {}); // until the subscriber leaves
-        } finally {
+        for (const limitedTicks of [1, 2]) yield { limitedTicks };
+      },
+    },
+    held: {
+      // An event, then none until the subscriber leaves: an iterator, as a pubsub's are, whose return() ends a pending next().
+      subscribe: (): AsyncIterableIterator<{ held: number }> => {
+        let sent = false;
+        let end: (result: IteratorResult<{ held: number }>) => void = () => {};
+        const ended = new Promise<IteratorResult<{ held: number }>>((resolve) => {
+          end = resolve;
+        });
+        const finish = async (): Promise<IteratorResult<{ held: number }>> => {
+          end({ done: true, value: undefined });
           gates.heldEnded.open();
-        }
+          return { done: true, value: undefined };
+        };
+        return {
+          [Symbol.asyncIterator]() {
+            return this;
+          },
+          next: () => {
+            if (sent) return ended;
+            sent = true;
+            return Promise.resolve({ done: false, value: { held: 1 } });
+          },
+          return: finish,
+          throw: finish,
+        };
       },
     },
   },
@@ -214,5 +237,3 @@ export async function subscribeAll(client: Client, text: string): Promise<{ resu
     return { results, errors: error as readonly GraphQLError[] };
   }
 }
-
-export { GraphQLError };
