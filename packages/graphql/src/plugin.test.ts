@@ -143,7 +143,9 @@ describe('useRateLimit() on GraphQL Yoga, over HTTP', () => {
 
   it('gives resolvers the decision through getRateLimit(context)', async () => {
     const plugin = useRateLimit({ algorithm: 'fixed-window', limit: 5, windowMs: 60_000, now: frozen });
-    const quota: Plugin = { onContextBuilding: ({ context, extendContext }) => extendContext({ quota: () => getRateLimit(context)?.remaining } as object) };
+    const quota: Plugin = {
+      onContextBuilding: ({ extendContext }) => extendContext({ quota: (resolving: object) => getRateLimit(resolving)?.remaining } as object),
+    };
     const { url } = await serveYoga({ plugins: [plugin, quota] });
     expect((await query(url, '{ quota }')).body).toEqual({ data: { quota: 4 } });
     expect((await query(url, '{ quota }')).body).toEqual({ data: { quota: 3 } });

@@ -76,7 +76,7 @@ export const resolvers = {
     expensive: () => 2,
     users: (_: unknown, args: { first?: number; limit?: number }) => users(Math.min(args.first ?? args.limit ?? 3, 100)), // as a real server caps pages
     node: () => ({ id: 'root', child: null }),
-    quota: (_: unknown, __: unknown, context: object & { quota?: () => number | undefined }) => context.quota?.(),
+    quota: (_: unknown, __: unknown, context: object & { quota?: (context: object) => number | undefined }) => context.quota?.(context),
     wait: async () => {
       await gates.wait.promise;
       return 'done';
