@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { createLimiter, type Decision } from '@floodgate/core';
 import { type AdapterUnderTest, adapterContract, captureWarnings, held, type Options, serveHttp } from '@floodgate/test-support';
 import { getRequestListener } from '@hono/node-server';
-import { describe, expect, expectTypeOf, it } from 'vitest';
+import { describe, expect, expectTypeOf, it, vi } from 'vitest';
 import { type FetchRateLimitOptions, getRateLimit, keyBy, withRateLimit } from './index.js';
 
 /** What @hono/node-server hands a fetch handler after the Request: the Node request and response. */
@@ -192,6 +192,47 @@ describe('fetch specifics', () => {
     );
     for (let i = 0; i < 3; i++) await expect(failing(new Request('http://app.test/'))).rejects.toBe(error);
     expect([(await leases.peek('k')).remaining, (await failures.peek('k')).remaining]).toEqual([1, 1]);
+  });
+
+  it("settles once the body has been read: settle gets the handler's arguments, then its Response (undefined when the handler threw)", async () => {
+    interface Env {
+      tenant: string;
+    }
+    const limiter = createLimiter({ algorithm: 'fixed-window', limit: 100, windowMs: 60_000, now: () => Date.UTC(2026, 0, 1) });
+    const body = controlledBody();
+    const seen: unknown[][] = [];
+    const chat = withRateLimit((_request: Request, _env: Env) => new Response(body.stream, { headers: { 'x-tokens': '30' } }), {
+      limiter,
+      key: (_request, env) => env.tenant,
+      cost: 10,
+      settle: (request, env, response) => {
+        expectTypeOf(response).toEqualTypeOf<Response | undefined>();
+        seen.push([request, env, response]);
+        return response === undefined ? undefined : Number(response.headers.get('x-tokens'));
+      },
+    });
+    const request = new Request('http://app.test/');
+    const env = { tenant: 'acme' };
+    const streaming = await chat(request, env);
+    expect(streaming.headers.get('x-ratelimit-remaining')).toBe('90'); // the estimate
+    const read = streaming.text();
+    body.write('the answer');
+    expect(seen).toEqual([]); // the body is not over: not settled yet
+    body.end();
+    await read;
+    await vi.waitFor(async () => expect((await limiter.peek('acme')).remaining).toBe(70));
+    expect(seen).toEqual([[request, env, expect.any(Response)]]);
+    expect((seen[0]?.[2] as Response | undefined)?.headers.get('x-tokens')).toBe('30');
+
+    const failing = withRateLimit(
+      (_request: Request): Response => {
+        throw new Error('model down');
+      },
+      { limiter, key: () => 'acme', cost: 10, settle: (...args) => void seen.push(args) },
+    );
+    await expect(failing(request)).rejects.toThrow('model down');
+    expect(seen.at(-1)).toEqual([request, undefined]);
+    expect((await limiter.peek('acme')).remaining).toBe(60); // nothing reported: the estimate stands
   });
 
   it('throws a bad key to the runtime: a FloodgateError (500) that touches no other key', async () => {
