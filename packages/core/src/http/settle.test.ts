@@ -145,6 +145,34 @@ describe.each(stores)('settle: costs known after the response, on the %s', (_, m
   });
 });
 
+describe('settle: a concurrent request between its peek and its consume', () => {
+  it('looks again and takes what is left, and the denial it met starts no block', async () => {
+    const store = new MemoryStore();
+    const limiter = createLimiter({ algorithm: 'fixed-window', limit: 100, windowMs: 60_000, blockMs: 600_000, store, now: manualClock().now });
+    const blocked: unknown[] = [];
+    limiter.on('blocked', (event) => blocked.push(event));
+    const flow = flowOf({ limiter, cost: 10, settle: settleReported });
+    const outcome = await flow.run([{ reported: 200 }]); // 90 left
+    // Another request takes 50 units right after the settle's first peek (which saw 90).
+    const peek = store.peek.bind(store);
+    const consume = store.consume.bind(store);
+    let raced = false;
+    const spy = vi.spyOn(store, 'peek').mockImplementation((ids, ruleSet, now) => {
+      const seen = peek(ids, ruleSet, now);
+      if (!raced) {
+        raced = true;
+        expect(consume(ids, ruleSet, 50, now)[0]?.allowed).toBe(true);
+      }
+      return seen;
+    });
+    await flow.settle(outcome, 200);
+    spy.mockRestore();
+    expect(raced).toBe(true);
+    const after = await limiter.peek('k');
+    expect([after.remaining, after.blocked, blocked]).toEqual([0, undefined, []]); // 90 asked, denied; then the 40 left taken
+  });
+});
+
 describe('settle: which wins, and what is not settled', () => {
   const clocked = (options: LimiterOptions) => createLimiter({ now: manualClock().now, ...options });
 

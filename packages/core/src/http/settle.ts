@@ -78,20 +78,31 @@ export async function settleCost(limiter: Limiter, taken: Taken, units: number):
   else if (units > cost) await Promise.all(ruleListsOf(limiter, rules).map((each) => takeMore(limiter, keys, each, units - cost)));
 }
 
-/** Each rate rule of a rule set as a list of its own (its state is kept by name and algorithm, so it is the same state): made once per rule set. */
-const singleRules = new WeakMap<readonly CompiledRule[], readonly (readonly RuleOptions[])[]>();
+/** Each rate rule of a rule set as a list of its own, without its blocks: made once per rule set. */
+const singleRules = new WeakMap<readonly CompiledRule[], readonly (readonly RuleOptions[] | undefined)[]>();
 
 /**
- * The rule lists to take extra units under, each taken apart so that a rule
- * with room takes them all though another has less: the call's own rules
- * when they are one rate rule, else one list per rate rule.
+ * The rule lists to take extra units under, each rule apart, so that a rule
+ * with room takes them all though another has less. A rule's state is kept
+ * by name and algorithm, so a list of one rule reaches the same state; and
+ * without `blockMs` it starts no block, though it honours one (a plan
+ * without blockMs does). The call's own rules when they are one rate rule
+ * that blocks nobody.
  */
 function ruleListsOf(limiter: Limiter, rules: readonly RuleOptions[] | undefined): readonly (readonly RuleOptions[] | undefined)[] {
   const compiled = limiter.rulesFor(rules);
-  if (compiled.length === 1) return compiled[0]?.algorithm === 'concurrency' ? [] : [rules];
   let lists = singleRules.get(compiled);
   if (lists === undefined) {
-    lists = compiled.filter((rule) => rule.algorithm !== 'concurrency').map((rule) => Object.freeze([optionsOf(rule)]));
+    const [only, ...more] = compiled;
+    lists =
+      only !== undefined && more.length === 0 && only.algorithm !== 'concurrency' && only.blockMs === 0
+        ? [rules]
+        : compiled
+            .filter((rule) => rule.algorithm !== 'concurrency')
+            .map((rule) => {
+              const { blockMs: _blockMs, maxBlockMs: _maxBlockMs, ...options } = optionsOf(rule);
+              return Object.freeze([Object.freeze(options)]);
+            });
     singleRules.set(compiled, lists);
   }
   return lists;
@@ -99,10 +110,10 @@ function ruleListsOf(limiter: Limiter, rules: readonly RuleOptions[] | undefined
 
 /**
  * Takes `units` more under `rules`, or what they have left, as a peek sees
- * it: a settle alone never asks for more than is there, so it breaches no
- * rule and starts no block. Tried again when a concurrent request took the
- * units between the peek and the consume; nothing is taken when the store
- * fails (the 'error' event says so).
+ * it. Tried again when a concurrent request took the units between the peek
+ * and the consume (that denial starts no block: the rule is given without
+ * its blocks); nothing is taken when the store fails (the 'error' event
+ * says so).
  */
 async function takeMore(limiter: Limiter, keys: Keys, rules: readonly RuleOptions[] | undefined, units: number): Promise<void> {
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
