@@ -18,6 +18,7 @@ const packages = {
   '@floodgate/fetch': ['withRateLimit', 'getRateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/prometheus': ['instrument'],
   '@floodgate/socket.io': ['rateLimit', 'getRateLimit', 'createLimiter', 'FloodgateError'],
+  '@floodgate/graphql': ['useRateLimit', 'rateLimitDirective', 'operationComplexity', 'getRateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/otel': ['instrument'],
   '@floodgate/cloudflare': ['DurableObjectStore', 'FloodgateDurableObject'],
   '@floodgate/postgres': ['PostgresStore'],
