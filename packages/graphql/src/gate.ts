@@ -6,7 +6,7 @@
  */
 import { createLimiter, type Decision, ErrorCodes, FloodgateError, isFloodgateError, type Keys, type Limiter, type LimiterOptions } from '@floodgate/core';
 import type { HeadersMode, PolicyReport } from '@floodgate/core/adapter';
-import { type DocumentNode, GraphQLError, type GraphQLSchema, getOperationAST } from 'graphql';
+import { type DocumentNode, type GraphQLError, type GraphQLSchema, getOperationAST } from 'graphql';
 import { type ComplexityOptions, operationComplexity, weighingOf } from './complexity.js';
 import { DEFAULT_MESSAGE, denialError, failureError, statusOf } from './errors.js';
 import { defaultKey, type OperationArgs, type OperationType } from './keys.js';
@@ -170,10 +170,6 @@ export interface Configuration {
   readonly messageOf: (operation: OperationArgs) => Promise<string>;
   readonly headers: HeadersMode;
   readonly shadow: boolean;
-  /** How operations are weighed when `cost: 'complexity'`, else undefined. */
-  readonly complexity: ComplexityOptions | undefined;
-  /** The `message` option as given. */
-  readonly message: OperationLimitOptions['message'];
 }
 
 export function parseOptions(options: OperationLimitOptions, where: string): Configuration {
@@ -215,8 +211,7 @@ export function parseOptions(options: OperationLimitOptions, where: string): Con
     );
   }
   if (typeof shadow !== 'boolean') throw new FloodgateError(ErrorCodes.OPTION, `shadow must be true or false, got ${describe(shadow)}.`);
-  const complexity = cost === 'complexity' ? (options.complexity ?? {}) : undefined;
-  return { limiter, keysOf: compileKey(options.key, defaultKey), costOf, skip, messageOf, headers, shadow, complexity, message };
+  return { limiter, keysOf: compileKey(options.key, defaultKey), costOf, skip, messageOf, headers, shadow };
 }
 
 /** What a server hands a plugin about an operation: graphql-js's execution arguments. */
@@ -282,52 +277,6 @@ export async function decide(config: Configuration, operation: OperationArgs): P
     // A message function that fails still leaves a denial to send: with the default text.
   }
   return { kind: 'deny', decision, keys, report, status: statusOf(decision), message };
-}
-
-/**
- * The error of an operation refused before GraphQL validates it, when its complexity exceeds the
- * capacity of a rule (so no call of it can ever pass), or undefined to let validation go on.
- * Validation is the costliest step for the documents that do this (2000 aliases of one field:
- * 70 ms of graphql 16's validation, against 1 ms to weigh them), and a refusal needs no store
- * call, so none is made and no rate-limit headers are sent. This runs where validation does,
- * synchronously: an operation whose `skip` or `message` answers with a promise is left to the
- * decision before execution.
- */
-export function refusedBeforeValidation(
-  config: Configuration,
-  input: { schema: GraphQLSchema; document: DocumentNode; context: unknown },
-  http: boolean,
-): GraphQLError | undefined {
-  if (config.complexity === undefined || config.shadow) return undefined;
-  const { limiter } = config;
-  const tightest = limiter.rules.reduce((a, b) => (b.capacity < a.capacity ? b : a));
-  const params = (input.context as { params?: { operationName?: unknown; variables?: unknown } } | null | undefined)?.params;
-  const operationName = typeof params?.operationName === 'string' ? params.operationName : undefined;
-  const variables = typeof params?.variables === 'object' && params.variables !== null ? (params.variables as Record<string, unknown>) : {};
-  let cost: number;
-  try {
-    cost = operationComplexity({ ...input, operationName, variables }, config.complexity);
-  } catch {
-    return undefined; // no such operation: validation and execution say so
-  }
-  if (cost <= tightest.capacity) return undefined;
-  const operation = operationOf({ schema: input.schema, document: input.document, contextValue: input.context, operationName, variableValues: variables });
-  if (operation === undefined) return undefined;
-  if (config.skip !== undefined) {
-    const skipped = config.skip(operation);
-    if (skipped !== false) return undefined; // true, or a promise: the decision before execution answers
-  }
-  let message: string = DEFAULT_MESSAGE;
-  if (typeof config.message === 'string') message = config.message;
-  else if (typeof config.message === 'function') {
-    const given = config.message(operation);
-    if (typeof given !== 'string') return undefined;
-    message = given;
-  }
-  const extensions: Record<string, unknown> = { code: 'RATE_LIMITED', retryAfterMs: null, rule: tightest.name };
-  // spec: false, or Yoga answers this "validation" error 200 to clients that accept application/json.
-  if (http) extensions.http = { status: 429, spec: false };
-  return new GraphQLError(message, { extensions });
 }
 
 /**

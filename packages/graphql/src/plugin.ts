@@ -6,20 +6,9 @@
  * answers 429 or 503 from it and strips it), and onResponse writes the
  * rate-limit headers of every operation the response answers.
  */
-import type { Decision, Keys, Limiter } from '@floodgate/core';
-import type { DocumentNode, ExecutionResult, GraphQLError, GraphQLSchema } from 'graphql';
-import {
-  decide,
-  type ExecutionArgsLike,
-  errorOf,
-  type OperationLimitOptions,
-  operationOf,
-  parseOptions,
-  refusedBeforeValidation,
-  remember,
-  sleep,
-  type Verdict,
-} from './gate.js';
+import type { Limiter } from '@floodgate/core';
+import type { ExecutionResult, GraphQLError } from 'graphql';
+import { decide, type ExecutionArgsLike, errorOf, type OperationLimitOptions, operationOf, parseOptions, remember, sleep, type Verdict } from './gate.js';
 import { addReport, headersOf } from './headers.js';
 
 /** What Envelop hands `onExecute` and `onSubscribe`. */
@@ -45,12 +34,6 @@ export interface RateLimitPlugin {
   onSubscribe(
     payload: OperationHookPayload<ExecutionResult | AsyncIterableIterator<ExecutionResult>>,
   ): Promise<undefined | { onSubscribeResult(payload: OperationResultPayload): void }>;
-  /** With `cost: 'complexity'`: refuses an operation that can never fit before GraphQL validates it. */
-  onValidate?(payload: {
-    readonly params: { readonly schema: GraphQLSchema; readonly documentAST: DocumentNode };
-    readonly context: unknown;
-    setResult(errors: readonly GraphQLError[]): void;
-  }): void;
   onResponse(payload: { readonly request: Request; readonly response: Response }): void;
 }
 
@@ -158,9 +141,9 @@ export function useRateLimit<TContext = any>(options: OperationLimitOptions<TCon
 
   /** Ends a concurrency lease, if the decision took one. */
   const releaser = (verdict: Verdict | undefined): (() => void) | undefined => {
-    if (verdict?.kind !== 'pass' || verdict.decision.leaseId === undefined) return undefined;
-    const { keys, decision } = verdict as { keys: Keys; decision: Decision & { leaseId: string } };
-    return () => void limiter.release(keys, decision.leaseId).catch(() => {});
+    const leaseId = verdict?.kind === 'pass' ? verdict.decision.leaseId : undefined;
+    if (verdict?.kind !== 'pass' || leaseId === undefined) return undefined;
+    return () => void limiter.release(verdict.keys, leaseId).catch(() => {});
   };
 
   const untilDone = (release: () => void) => (payload: OperationResultPayload) => {
@@ -168,7 +151,7 @@ export function useRateLimit<TContext = any>(options: OperationLimitOptions<TCon
     else release();
   };
 
-  const plugin: RateLimitPlugin = {
+  return {
     limiter,
     async onExecute({ args, setResultAndStopExecution }) {
       const release = releaser(await gate(args, (error) => setResultAndStopExecution({ errors: [error] })));
@@ -183,11 +166,4 @@ export function useRateLimit<TContext = any>(options: OperationLimitOptions<TCon
       for (const [name, value] of headersOf(request)) response.headers.set(name, value);
     },
   };
-  if (config.complexity !== undefined) {
-    plugin.onValidate = ({ params, context, setResult }) => {
-      const refused = refusedBeforeValidation(config, { schema: params.schema, document: params.documentAST, context }, requestOf(context) !== undefined);
-      if (refused !== undefined) setResult([refused]);
-    };
-  }
-  return plugin;
 }
