@@ -137,7 +137,7 @@ export class FloodgateDurableObject {
 
   private parse(body: unknown): Call {
     const call = body as Partial<Call> | null;
-    const ops: readonly Operation[] = ['consume', 'peek', 'deny', 'refund', 'release', 'undo', 'reset'];
+    const ops: readonly Operation[] = ['consume', 'peek', 'deny', 'refund', 'release', 'undo', 'reset', 'block', 'unblock'];
     if (typeof call !== 'object' || call === null || !ops.includes(call.op as Operation)) throw new BadCall('no known op');
     if (call.now !== null && !Number.isSafeInteger(call.now)) throw new BadCall('now must be an integer of ms or null');
     if (!Number.isSafeInteger(call.cost) || (call.cost as number) < 1) throw new BadCall('cost must be a positive integer');

@@ -24,7 +24,7 @@ import { optionsOf } from '@floodgate/core/store';
  * starts the blocks of the rules whose own numbers deny it, as one object
  * holding every rule would.
  */
-export type Operation = 'consume' | 'peek' | 'deny' | 'refund' | 'release' | 'undo' | 'reset';
+export type Operation = 'consume' | 'peek' | 'deny' | 'refund' | 'release' | 'undo' | 'reset' | 'block' | 'unblock';
 
 export interface Call {
   readonly op: Operation;
@@ -85,8 +85,9 @@ export function decodeVerdict(numbers: unknown): Omit<Verdict, 'ttlMs'> | undefi
   if (!numbers.every((n, i) => typeof n === 'number' && Number.isSafeInteger(n) && n >= (i === 1 ? -1 : 0))) return undefined;
   const [allowed, retryAfterMs, delayMs, remaining, resetMs, remainingNow, resetMsNow, blockLeftMs, blockMs, strike, blockStarted] = numbers as number[];
   if ((allowed !== 0 && allowed !== 1) || (blockStarted !== 0 && blockStarted !== 1)) return undefined;
-  // A block as an object keeps it: no longer than its length, with a strike exactly when it has a length; one that holds denies, for as long at least.
-  if ((blockLeftMs as number) > (blockMs as number) || (blockMs as number) > 0 !== (strike as number) > 0) return undefined;
+  // A block as an object keeps it: no longer than its length, with a length exactly when it has a strike or holds (one by
+  // hand has no strike, and is forgotten as it ends); one that holds denies, for as long at least.
+  if ((blockLeftMs as number) > (blockMs as number) || (blockMs as number) > 0 !== ((strike as number) > 0 || (blockLeftMs as number) > 0)) return undefined;
   if ((blockLeftMs as number) > 0 && (allowed === 1 || (retryAfterMs !== -1 && (retryAfterMs as number) < (blockLeftMs as number)))) return undefined;
   if (blockStarted === 1 && blockLeftMs !== blockMs) return undefined;
   return {

@@ -91,7 +91,7 @@ describe('verdicts on their way back', () => {
     ['the 7 numbers of an object of an older version (no block fields)', encodeVerdict(blocked()).slice(0, 7)],
     ['more left of a block than its length', encodeVerdict({ ...blocked(), blockLeftMs: 20_000, retryAfterMs: 20_000 })],
     ['a strike without a block', encodeVerdict({ ...blocked(), blockLeftMs: 0, blockMs: 0 })],
-    ['a block without a strike', encodeVerdict({ ...blocked(), strike: 0 })],
+    ['a block without a strike that no longer holds (one by hand is forgotten as it ends)', encodeVerdict({ ...blocked(), strike: 0, blockLeftMs: 0 })],
     ['a block that admits', encodeVerdict({ ...blocked(), allowed: true })],
     ['a wait shorter than the block', encodeVerdict({ ...blocked(), retryAfterMs: 9_999 })],
     ['a block started with less than its length left', encodeVerdict({ ...blocked(), blockStarted: true })],

@@ -188,6 +188,14 @@ export class DurableObjectStore implements Store {
     await Promise.all(this.batches(keys, ruleSet).map((batch) => this.send(batch, 'reset', 1, 0, '')));
   }
 
+  async block(keys: StoreKeys, ruleSet: RuleSet, ms: number, now: number): Promise<void> {
+    await Promise.all(this.batches(keys, ruleSet).map((batch) => this.send(batch, 'block', ms, now, '')));
+  }
+
+  async unblock(keys: StoreKeys, ruleSet: RuleSet, now: number): Promise<void> {
+    await Promise.all(this.batches(keys, ruleSet).map((batch) => this.send(batch, 'unblock', 1, now, '')));
+  }
+
   private prepare(ruleSet: RuleSet): Prepared {
     let prepared = this.prepared.get(ruleSet);
     if (prepared === undefined) {

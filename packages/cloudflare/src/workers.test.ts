@@ -84,31 +84,31 @@ describe('DurableObjectStore in workerd', () => {
     };
     const blocks = async () => (await fetch(`${worker.url}/login/blocks`)).json();
     /** A try denied by a block: 429, nothing left, Retry-After in seconds, and the decision's `blocked`. */
-    const blocked = (retryAfter: string, block: { blockMs: number; leftMs: number; strike: number; started: boolean }) => ({
+    const blocked = (retryAfter: string, block: { blockMs: number; leftMs: number; strike: number; started: boolean }, at: number) => ({
       status: 429,
       retryAfter,
       remaining: '0',
-      body: block,
+      body: { ...block, untilMs: at + block.leftMs },
     });
     const tries = [];
     for (let i = 0; i < 5; i++) tries.push((await tryLogin(start + i * 1_000)).status);
     expect(tries).toEqual([200, 200, 200, 200, 200]);
     // The sixth try within the minute: blocked for 15 minutes, where the window alone would wait 55 s.
     const breach = start + 5_000;
-    expect(await tryLogin(breach)).toEqual(blocked('900', { blockMs: 900_000, leftMs: 900_000, strike: 1, started: true }));
+    expect(await tryLogin(breach)).toEqual(blocked('900', { blockMs: 900_000, leftMs: 900_000, strike: 1, started: true }, breach));
     expect(await blocks()).toEqual([{ key: 'mallory', rule: 'default', blockMs: 900_000, until: breach + 900_000, strike: 1 }]);
     // Two minutes on, the window has reset long ago: still blocked, and the tries during the block extend nothing.
-    expect(await tryLogin(start + 120_000)).toEqual(blocked('785', { blockMs: 900_000, leftMs: 785_000, strike: 1, started: false }));
+    expect(await tryLogin(start + 120_000)).toEqual(blocked('785', { blockMs: 900_000, leftMs: 785_000, strike: 1, started: false }, start + 120_000));
     // The block is in the object's storage: a kill of the runtime loses none of it.
     await worker.restart();
-    expect(await tryLogin(breach + 900_000 - 1)).toEqual(blocked('1', { blockMs: 900_000, leftMs: 1, strike: 1, started: false }));
+    expect(await tryLogin(breach + 900_000 - 1)).toEqual(blocked('1', { blockMs: 900_000, leftMs: 1, strike: 1, started: false }, breach + 900_000 - 1));
     // It ends on time: the window decides again, 5 tries...
     const ended = breach + 900_000;
     const again = [];
     for (let i = 0; i < 5; i++) again.push((await tryLogin(ended)).status);
     expect(again).toEqual([200, 200, 200, 200, 200]);
     // ... and the next breach, within an hour of the last block, is blocked twice as long: the object kept the strike.
-    expect(await tryLogin(ended)).toEqual(blocked('1800', { blockMs: 1_800_000, leftMs: 1_800_000, strike: 2, started: true }));
+    expect(await tryLogin(ended)).toEqual(blocked('1800', { blockMs: 1_800_000, leftMs: 1_800_000, strike: 2, started: true }, ended));
     expect(await blocks()).toEqual([{ key: 'mallory', rule: 'default', blockMs: 1_800_000, until: ended + 1_800_000, strike: 2 }]);
     // reset() lifts the block at once, with the count and the strikes: the next breach is a first one again.
     expect((await fetch(`${worker.url}/login/reset?user=mallory`)).status).toBe(200);
@@ -116,7 +116,7 @@ describe('DurableObjectStore in workerd', () => {
     const afterReset = [];
     for (let i = 0; i < 4; i++) afterReset.push((await tryLogin(ended + 1_000)).status);
     expect(afterReset).toEqual([200, 200, 200, 200]);
-    expect(await tryLogin(ended + 1_000)).toEqual(blocked('900', { blockMs: 900_000, leftMs: 900_000, strike: 1, started: true }));
+    expect(await tryLogin(ended + 1_000)).toEqual(blocked('900', { blockMs: 900_000, leftMs: 900_000, strike: 1, started: true }, ended + 1_000));
   });
 
   it('rules of two scopes in two objects: under concurrency no rule admits past its limit, and denied calls give back what they took', async () => {

@@ -3,6 +3,29 @@
 -- every key as it was, but for the blocks it starts (rules with blockMs whose
 -- own numbers deny it). Deny (a Cluster's slots after one that denied a
 -- call) reads like consume, records nothing, and starts the same blocks.
+-- Block and unblock are the limiter's blocks by hand.
+
+-- Lifts a key's block while it is remembered: its state stays as it stands
+-- now (a refund of nothing: forgotten once it has ended), as the engine's
+-- unblock (src/engine.ts).
+local function unblock(key, rule, clock)
+  local _, held = rule.algorithm.read(key, rule, clock)
+  if not (held and held.block) then return end
+  rule.algorithm.refund(key, rule, clock, 0)
+  if type_of(key) == 'zset' then
+    local set = zset_block(key, clock)
+    if set.member then redis.call('ZREM', key, set.member) end
+    return
+  end
+  local _, after = rule.algorithm.read(key, rule, clock)
+  if not (after and after.block) then return end
+  local state_end, now = state_end_of(after, clock), now_of(clock)
+  if state_end > now and after.raw ~= '' then
+    store_held(key, after.tag, after.raw, state_end - now, nil, clock)
+  else
+    redis.call('DEL', key)
+  end
+end
 
 local function call(keys, args, read_only)
   local op, clock, cost, lease = args[1], clock_of(args[2]), integer(args[3]), args[4]
@@ -14,6 +37,24 @@ local function call(keys, args, read_only)
   end
   local rules = {}
   for i = 1, #keys do rules[i] = rule_of(args[4 + i]) end
+
+  if op == 'block' or op == 'unblock' then
+    -- By hand, under every rule that can hold a block; a block's length is the call's cost.
+    local now = now_of(clock)
+    local block = { ends = now + cost, length = cost, strike = 0, forget = now + cost }
+    for i = 1, #keys do
+      local rule = rules[i]
+      if rule.algorithm.block then
+        if op == 'unblock' then
+          unblock(keys[i], rule, clock)
+        elseif cost > 0 then
+          local _, held = rule.algorithm.read(keys[i], rule, clock)
+          rule.algorithm.block(keys[i], held, block, clock)
+        end
+      end
+    end
+    return {}
+  end
 
   if op == 'consume' or op == 'peek' or op == 'deny' then
     local states, helds, own, lefts, admitted = {}, {}, {}, {}, true

@@ -122,7 +122,8 @@ local NO_BLOCK = '0:0:0:0'
 local function block_of(text)
   local ends, length, strike, forget = string.match(text or '', '^(%d+):(%d+):(%d+):(%d+)$')
   ends, length, strike, forget = integer(ends), integer(length), integer(strike), integer(forget)
-  if not (ends and length and strike and forget) or length == 0 or strike == 0 then return nil end
+  -- strike 0: a block by hand (limiter.block).
+  if not (ends and length and strike and forget) or length == 0 then return nil end
   return { ends = ends, length = length, strike = strike, forget = forget }
 end
 

@@ -42,12 +42,12 @@ describe.each(stores)('blocking after a breach on the %s', (_, makeStore) => {
     expect((await limiter.consume('k')).allowed).toBe(true);
     const breach = await limiter.consume('k');
     expect(breach).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 10_000, resetMs: 10_000 });
-    expect(breach.blocked).toEqual({ blockMs: 10_000, leftMs: 10_000, strike: 1, started: true });
+    expect(breach.blocked).toEqual({ blockMs: 10_000, leftMs: 10_000, strike: 1, started: true, untilMs: clock.now() + 10_000 });
     expect(breach.rules[0]?.blocked).toEqual(breach.blocked);
     clock.advance(9_999); // the window (1 s) is long over: only the block holds
     const last = await limiter.consume('k');
     expect(last).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 1, resetMs: 1 });
-    expect(last.blocked).toEqual({ blockMs: 10_000, leftMs: 1, strike: 1, started: false });
+    expect(last.blocked).toEqual({ blockMs: 10_000, leftMs: 1, strike: 1, started: false, untilMs: clock.now() + 1 });
     clock.advance(1);
     const after = await limiter.consume('k');
     expect(after).toMatchObject({ allowed: true, remaining: 1 });
@@ -104,7 +104,7 @@ describe.each(stores)('blocking after a breach on the %s', (_, makeStore) => {
     clock.advance(10_000);
     const peeked = await limiter.peek('k');
     expect(peeked).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 20_000, resetMs: 20_000 });
-    expect(peeked.blocked).toEqual({ blockMs: 30_000, leftMs: 20_000, strike: 1, started: false });
+    expect(peeked.blocked).toEqual({ blockMs: 30_000, leftMs: 20_000, strike: 1, started: false, untilMs: clock.now() + 20_000 });
     clock.advance(20_000);
     expect(await limiter.peek('k')).toMatchObject({ allowed: true, remaining: 1 });
   });
@@ -151,7 +151,7 @@ describe.each(stores)('blocking after a breach on the %s', (_, makeStore) => {
     // The last block ended 59 s ago; at 60 s without a block the strikes are forgotten.
     clock.advance(1_000);
     await limiter.consume('k');
-    expect((await limiter.consume('k')).blocked).toEqual({ blockMs: 10_000, leftMs: 10_000, strike: 1, started: true });
+    expect((await limiter.consume('k')).blocked).toEqual({ blockMs: 10_000, leftMs: 10_000, strike: 1, started: true, untilMs: clock.now() + 10_000 });
   });
 
   it('escalates from the last block a plan started, at least blockMs of the rule that breaches', async () => {
@@ -252,6 +252,98 @@ describe.each(stores)('blocking after a breach on the %s', (_, makeStore) => {
     expect((await limiter.consume('k')).blocked?.started).toBe(false); // remembered here
     await limiter.reset('k');
     expect((await limiter.consume('k')).allowed).toBe(true);
+  });
+});
+
+describe.each(stores)('blocks by hand on the %s', (_, makeStore) => {
+  const limiterWith = (options: LimiterOptions, clock = manualClock()) => ({
+    clock,
+    limiter: createLimiter({ store: makeStore(), prefix: `hand${prefixes++}:`, now: clock.now, timeoutMs: 30_000, ...options }),
+  });
+  const twoRules: LimiterOptions = {
+    rules: [
+      { name: 'per-second', algorithm: 'fixed-window', limit: 3, windowMs: 1_000 },
+      { name: 'per-minute', algorithm: 'sliding-log', limit: 10, windowMs: 60_000 },
+    ],
+  };
+
+  it('denies the key for ms, with what is left to wait, as a block by hand; other keys pass; unblock lifts it and the counts stayed', async () => {
+    const { limiter, clock } = limiterWith(twoRules);
+    await limiter.consume('k');
+    await limiter.block('k', 900_000);
+    clock.advance(100);
+    const denied = await limiter.consume('k');
+    expect(denied).toMatchObject({ allowed: false, retryAfterMs: 899_900, remaining: 0 });
+    expect(denied.blocked).toEqual({ blockMs: 900_000, leftMs: 899_900, strike: 0, started: false, manual: true, untilMs: clock.start + 900_000 });
+    expect(denied.rules.map((r) => r.blocked?.manual)).toEqual([true, true]);
+    expect((await limiter.peek('k')).blocked).toMatchObject({ manual: true, leftMs: 899_900 });
+    expect((await limiter.consume('other')).allowed).toBe(true);
+    await limiter.unblock('k');
+    const after = await limiter.consume('k');
+    expect(after.allowed).toBe(true);
+    expect(after.rules.map((r) => r.remaining)).toEqual([1, 8]); // the first call still counts; the denied one took nothing
+  });
+
+  it('ends by itself: at until - 1 denied with 1 ms to wait, at until admitted', async () => {
+    const { limiter, clock } = limiterWith({ algorithm: 'token-bucket', limit: 5, windowMs: 1_000 });
+    await limiter.block('k', 60_000);
+    clock.advance(59_999);
+    expect(await limiter.consume('k')).toMatchObject({ allowed: false, retryAfterMs: 1 });
+    clock.advance(1);
+    expect(await limiter.consume('k')).toMatchObject({ allowed: true, remaining: 4 });
+  });
+
+  it('under one rule only with { rule }, and unblock({ rule }) lifts that one', async () => {
+    const { limiter } = limiterWith(twoRules);
+    await limiter.block('k', 60_000, { rule: 'per-minute' });
+    const denied = await limiter.consume('k');
+    expect(denied.rules.map((r) => r.blocked?.manual)).toEqual([undefined, true]);
+    expect(denied.rule).toBe('per-minute');
+    await limiter.unblock('k', { rule: 'per-minute' });
+    expect((await limiter.consume('k')).allowed).toBe(true);
+  });
+
+  it("replaces a rule's block and lifts it; a block by hand counts for no escalation", async () => {
+    const { limiter, clock } = limiterWith({ algorithm: 'fixed-window', limit: 1, windowMs: 1_000, blockMs: 10_000, maxBlockMs: 80_000 });
+    await limiter.consume('k');
+    expect((await limiter.consume('k')).blocked).toMatchObject({ strike: 1, leftMs: 10_000 });
+    await limiter.block('k', 2_000);
+    expect((await limiter.consume('k')).blocked).toMatchObject({ manual: true, leftMs: 2_000 });
+    clock.advance(2_000);
+    await limiter.consume('k'); // a new window
+    // The rule's next block is a first one again: the block by hand replaced the one remembered.
+    expect((await limiter.consume('k')).blocked).toMatchObject({ strike: 1, leftMs: 10_000, started: true });
+    await limiter.unblock('k');
+    clock.advance(1_000);
+    expect((await limiter.consume('k')).allowed).toBe(true);
+  });
+
+  it('lifts at once for every process: a block by hand is never remembered by the local deny cache', async () => {
+    const store = makeStore();
+    const clock = manualClock();
+    const options = { store, prefix: `hand${prefixes++}:`, now: clock.now, timeoutMs: 30_000, limit: 5, windowMs: 1_000, localDenyCache: true };
+    const a = createLimiter(options);
+    const b = createLimiter(options);
+    await a.block('k', 600_000);
+    expect((await b.consume('k')).allowed).toBe(false);
+    await a.unblock('k');
+    expect((await b.consume('k')).allowed).toBe(true);
+  });
+
+  it('refuses bad input with ERR_FG_OPTION, naming what to give', async () => {
+    const { limiter } = limiterWith(twoRules);
+    for (const ms of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, MAX_BLOCK_MS + 1, '60000']) {
+      await expect(limiter.block('k', ms as number)).rejects.toMatchObject({ code: 'ERR_FG_OPTION', message: expect.stringContaining('positive integer') });
+    }
+    await expect(limiter.block('k', 1_000, { rule: 'per-hour' })).rejects.toMatchObject({
+      code: 'ERR_FG_OPTION',
+      message: expect.stringContaining("'per-second', 'per-minute'"),
+    });
+    await expect(limiter.block('k', 1_000, { reason: 'x' } as never)).rejects.toMatchObject({ code: 'ERR_FG_UNKNOWN_OPTION' });
+    await expect(limiter.block('', 1_000)).rejects.toMatchObject({ code: 'ERR_FG_KEY' });
+    const leases = limiterWith({ algorithm: 'concurrency', limit: 2, windowMs: 60_000 }).limiter;
+    await expect(leases.block('k', 1_000)).rejects.toMatchObject({ code: 'ERR_FG_OPTION', message: expect.stringContaining('concurrency') });
+    await expect(limiter.unblock('k', { rule: 'nope' })).rejects.toBeInstanceOf(FloodgateError);
   });
 });
 

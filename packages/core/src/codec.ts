@@ -35,7 +35,8 @@ const isCount = (n: number): boolean => Number.isSafeInteger(n) && n >= 0;
 function decodeBlock(text: string): Block | undefined {
   const [until, length, strike, forgetAt, ...extra] = text.split(':').map(integer);
   if (extra.length > 0 || ![until, length, strike, forgetAt].every((n) => isCount(n as number))) return undefined;
-  if (length === 0 || strike === 0 || (forgetAt as number) < (until as number)) return undefined;
+  // strike 0: a block by hand.
+  if (length === 0 || (forgetAt as number) < (until as number)) return undefined;
   return { until: until as number, length: length as number, strike: strike as number, forgetAt: forgetAt as number };
 }
 

@@ -11,8 +11,8 @@
  * is written apart from this file, from the contract; every store is held
  * to it.
  */
-import { applyBlock, type Block, blockLeft, blockStartedAt, startBlock } from './algorithms/block.js';
-import { type RuleState, refundStep, releaseStep, step, type Verdict } from './algorithms/index.js';
+import { applyBlock, type Block, blockLeft, blockStartedAt, manualBlock, startBlock } from './algorithms/block.js';
+import { ALGORITHMS, type RuleState, refundStep, releaseStep, step, type Verdict } from './algorithms/index.js';
 import type { CompiledRule } from './rules.js';
 import { admittedDecision, unchangedDecision } from './stores/rule-decisions.js';
 import type { RuleDecision } from './stores/types.js';
@@ -39,9 +39,9 @@ export interface Entry {
  * call another unit denied: it records nothing, but starts the blocks of the
  * rules whose own numbers deny it, as one unit holding every rule would) and
  * `undo` (a consume this unit admitted and another denied: a refund and a
- * release at once).
+ * release at once). `block` and `unblock` are the limiter's blocks by hand.
  */
-export type Operation = 'consume' | 'peek' | 'deny' | 'refund' | 'release' | 'undo' | 'reset';
+export type Operation = 'consume' | 'peek' | 'deny' | 'refund' | 'release' | 'undo' | 'reset' | 'block' | 'unblock';
 
 /** One call, as the engine takes it. */
 export interface Call {
@@ -50,7 +50,7 @@ export interface Call {
   readonly rules: readonly CompiledRule[];
   /** The clock that decides (ms). */
   readonly now: number;
-  /** Units the call takes (consume, deny) or gives back (refund, undo); 1 for the others. */
+  /** Units the call takes (consume, deny) or gives back (refund, undo); the block's ms (block); 1 for the others. */
   readonly cost: number;
   /** The lease a consume takes under concurrency rules, or the one a release or undo ends; '' for none. */
   readonly leaseId: string;
@@ -139,6 +139,17 @@ function released(entry: Entry | null, leaseId: string, now: number): Entry | nu
 }
 
 /**
+ * A block by hand lifted from a rule's entry: the state stays as it stands
+ * now (a refund of nothing: forgotten once it has ended).
+ */
+function unblocked(rule: CompiledRule, entry: Entry | null, now: number): Entry | null | undefined {
+  if (entry === null || rememberedBlock(entry, now) === undefined) return undefined;
+  if (entry.state === null) return null;
+  const state = refundStep(rule, entry.state, now, 0);
+  return state === null ? null : { state, expiresAt: entry.expiresAt };
+}
+
+/**
  * Decides one call over the entries of its rules (null: the key holds
  * nothing under that rule), in rule order. Pure: it changes nothing it is
  * given; a store writes `writes`, all of them or none, in one transaction.
@@ -153,6 +164,16 @@ export function evaluate(call: Call, entries: readonly (Entry | null)[]): Outcom
   const { op, rules, now } = call;
   if (op === 'consume' || op === 'peek' || op === 'deny') return decide(call, entries);
   if (op === 'reset') return { admitted: false, verdicts: [], writes: rules.map(() => null) };
+  // By hand: every rule that can hold a block (not concurrency's leases).
+  if (op === 'block') {
+    const block = manualBlock(now, call.cost);
+    return {
+      admitted: false,
+      verdicts: [],
+      writes: rules.map((rule, i) => (ALGORITHMS[rule.algorithm].blocks ? blocked(entries[i] ?? null, block) : undefined)),
+    };
+  }
+  if (op === 'unblock') return { admitted: false, verdicts: [], writes: rules.map((rule, i) => unblocked(rule, entries[i] ?? null, now)) };
   if (op !== 'refund' && op !== 'release' && op !== 'undo') throw new TypeError(`evaluate: unknown operation ${String(op)}`);
   const writes = rules.map((rule, i) => {
     let entry: Entry | null = entries[i] ?? null;

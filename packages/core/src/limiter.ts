@@ -1,3 +1,4 @@
+import { ALGORITHMS } from './algorithms/registry.js';
 import { Breaker } from './breaker.js';
 import { combine, type Decision } from './decision.js';
 import { DenyCache } from './deny-cache.js';
@@ -15,7 +16,7 @@ import {
   ruleShorthandNames,
   type StoreErrorPolicy,
 } from './options.js';
-import type { CompiledRule, RuleOptions } from './rules.js';
+import { type CompiledRule, MAX_BLOCK_MS, optionsOf, type RuleOptions } from './rules.js';
 import type { RuleDecision, RuleSet, Store, StoreKeys } from './stores/types.js';
 import { type Admitter, realClock, WaitingRoom, type WaitOptions } from './wait.js';
 import { type WrapOptions, wrap } from './wrap.js';
@@ -80,6 +81,22 @@ export interface Limiter {
   peek(keys: Keys, options?: PeekOptions): Promise<Decision>;
   /** Forgets the keys in every rule. */
   reset(keys: Keys, options?: PeekOptions): Promise<void>;
+  /**
+   * Blocks the keys by hand for `ms`: every call is denied
+   * (`retryAfterMs`: what is left; `decision.blocked.manual`) until the
+   * block ends or `unblock`, on every instance sharing the store. Under every
+   * rule of the limiter that can hold a block (not concurrency), or only
+   * `rule`; counts stay as they are. A block by hand replaces a block the
+   * key holds under a rule (`blockMs`), and counts for no escalation.
+   *
+   * @example
+   * ```ts
+   * await limiter.block('203.0.113.9', 15 * 60_000); // 15 minutes
+   * ```
+   */
+  block(keys: Keys, ms: number, options?: { rule?: string }): Promise<void>;
+  /** Lifts the keys' blocks, by hand or by a rule's `blockMs` (under `rule` only, if given); counts stay. */
+  unblock(keys: Keys, options?: { rule?: string }): Promise<void>;
   /** Gives `cost` units back to every rule, never above capacity (used by skipSuccessfulRequests). */
   refund(keys: Keys, options?: ConsumeOptions): Promise<void>;
   /** Ends the lease an admitted call took under concurrency rules (`decision.leaseId`). Adapters call it when the request's work is over. */
@@ -575,6 +592,7 @@ class RateLimiter implements Limiter {
       return this.consumeFailed(call, error); // a store that answered nonsense
     }
     this.breaker.succeeded();
+    if (!decision.allowed) stampBlocks(decision, call.now);
     if (call.leaseId !== undefined && decision.allowed) decision.leaseId = call.leaseId;
     if (this.denials !== undefined) this.noteDenial(this.denials, call, decision);
     if (!decision.allowed && this.events.has('blocked')) this.reportBlocks(call.keys, decision, call.now);
@@ -583,8 +601,9 @@ class RateLimiter implements Limiter {
 
   /** Keeps the local deny cache up to date with a decision of the store. */
   private noteDenial(denials: DenyCache, { active, ids, cost, now }: Call, decision: Decision): void {
-    // A lease can end at any moment in any process: a concurrency denial says nothing about the next call.
-    if (decision.allowed || active.leasing) denials.forget(denialKey(active, ids));
+    // A lease can end at any moment in any process: a concurrency denial says nothing about the next call;
+    // nor does a block by hand, which unblock() may lift at any moment in another process.
+    if (decision.allowed || active.leasing || decision.rules.some((r) => r.blocked?.manual)) denials.forget(denialKey(active, ids));
     else denials.remember(denialKey(active, ids), cost, decision, now);
   }
 
@@ -658,10 +677,12 @@ class RateLimiter implements Limiter {
     const started = this.timed ? performance.now() : -1;
     if (!this.breaker.allows()) return this.storeFailed({ keys, active, cost: 1, started }, unavailable(), 'peek');
     try {
-      const result = this.store.peek(ids, ruleSet, this.now());
+      const now = this.now();
+      const result = this.store.peek(ids, ruleSet, now);
       // As in decide(): anything but a promise is the store's answer, and combine() rejects one that is not decisions.
       const decision = combine(Array.isArray(result) || !isPromise(result) ? result : await withTimeout(result, this.config.timeoutMs));
       this.breaker.succeeded();
+      if (!decision.allowed) stampBlocks(decision, now);
       return decision;
     } catch (error) {
       this.failed(ids, ruleSet, error);
@@ -707,6 +728,62 @@ class RateLimiter implements Limiter {
       this.reportError(keys, asError(error), 'release', started);
     }
     this.waiting?.wake(this.lineOf(active, ids));
+  }
+
+  async block(keys: Keys, ms: number, options?: { rule?: string }): Promise<void> {
+    const active = this.blockable('block()', options);
+    if (!Number.isSafeInteger(ms) || ms < 1 || ms > MAX_BLOCK_MS) {
+      throw new FloodgateError(
+        ErrorCodes.OPTION,
+        `block() takes the block's length in ms, a positive integer of at most ${MAX_BLOCK_MS} (100 years), got ${describe(ms)}.`,
+      );
+    }
+    const ids = await storeKeys(active.keying, keys);
+    const result = (this.store.block as NonNullable<Store['block']>)(ids, active.ruleSet, ms, this.now());
+    if (isPromise(result)) await withTimeout(result, this.config.timeoutMs);
+  }
+
+  async unblock(keys: Keys, options?: { rule?: string }): Promise<void> {
+    const active = this.blockable('unblock()', options);
+    const ids = await storeKeys(active.keying, keys);
+    const result = (this.store.unblock as NonNullable<Store['unblock']>)(ids, active.ruleSet, this.now());
+    if (isPromise(result)) await withTimeout(result, this.config.timeoutMs);
+    // This process's remembered denials of the keys go: the next call asks the store.
+    this.denials?.forget(denialKey(active, ids));
+    if (active !== this.active) this.denials?.forget(denialKey(this.active, await storeKeys(this.active.keying, keys)));
+    this.waiting?.wake(this.lineOf(this.active, await storeKeys(this.active.keying, keys)));
+  }
+
+  /** The rules a block by hand goes under: the limiter's own that can hold one, or the one named. */
+  private blockable(where: string, options: { rule?: string } | undefined): Active {
+    if (options !== undefined && (typeof options !== 'object' || options === null || Array.isArray(options))) {
+      throw new FloodgateError(ErrorCodes.OPTION, `${where} options must be an object like { rule: 'per-minute' }, got ${describe(options)}.`);
+    }
+    for (const name in options) {
+      if (name !== 'rule') throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `${where} has no option '${name}'; it takes rule.`);
+    }
+    if (typeof this.store.block !== 'function' || typeof this.store.unblock !== 'function') {
+      throw new FloodgateError(ErrorCodes.OPTION, `${where}: this store cannot block keys by hand (it has no block() and unblock()).`);
+    }
+    const own = this.active.ruleSet.rules;
+    const name = options?.rule;
+    if (name === undefined) {
+      if (!own.some((rule) => ALGORITHMS[rule.algorithm].blocks)) {
+        throw new FloodgateError(ErrorCodes.OPTION, `${where}: no rule of this limiter can hold a block (concurrency rules cannot).`);
+      }
+      return this.active;
+    }
+    const rule = own.find((r) => r.name === name);
+    if (rule === undefined || !ALGORITHMS[rule.algorithm].blocks) {
+      throw new FloodgateError(
+        ErrorCodes.OPTION,
+        `${where}: rule must name one of this limiter's rules that can hold a block (${own
+          .filter((r) => ALGORITHMS[r.algorithm].blocks)
+          .map((r) => `'${r.name}'`)
+          .join(', ')}), got ${describe(name)}.`,
+      );
+    }
+    return this.activeFor([optionsOf(rule)]);
   }
 
   async reset(keys: Keys, options?: PeekOptions): Promise<void> {
@@ -786,6 +863,11 @@ export function consumeUnreported(limiter: Limiter, keys: Keys, options: Consume
 export function reportSettleError(limiter: Limiter, keys: Keys, error: Error): void {
   if (limiter instanceof RateLimiter) limiter.reportSettleError(keys, error);
   else console.warn(`[floodgate] ${error.message}`);
+}
+
+/** Says when each block of a denial ends, on the limiter's clock. */
+function stampBlocks(decision: Decision, now: number): void {
+  for (const rule of decision.rules) if (rule.blocked !== undefined) rule.blocked.untilMs = now + rule.blocked.leftMs;
 }
 
 /** Whether onStoreError 'allow' or 'deny' made this decision (rather than the store or an insurance limiter). */

@@ -39,6 +39,8 @@ export interface RemoteStore {
   refund(keys: string | readonly string[], ruleSet: RuleSetLike, cost: number, now: number): Promise<void>;
   release(keys: string | readonly string[], ruleSet: RuleSetLike, leaseId: string, now: number): Promise<void>;
   reset(keys: string | readonly string[], ruleSet: RuleSetLike): Promise<void>;
+  block(keys: string | readonly string[], ruleSet: RuleSetLike, ms: number, now: number): Promise<void>;
+  unblock(keys: string | readonly string[], ruleSet: RuleSetLike, now: number): Promise<void>;
 }
 
 /** Options of DurableObjectStore, but its namespace (the Worker's own binding). */
@@ -72,6 +74,12 @@ export function remoteStore(url: () => string, options: DurableObjectStoreOption
     },
     reset: async (keys, ruleSet) => {
       await call('reset', keys, ruleSet);
+    },
+    block: async (keys, ruleSet, ms, now) => {
+      await call('block', keys, ruleSet, ms, now);
+    },
+    unblock: async (keys, ruleSet, now) => {
+      await call('unblock', keys, ruleSet, 1, now);
     },
   };
 }

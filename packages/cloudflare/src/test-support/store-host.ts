@@ -17,7 +17,7 @@ const decode = (text: string) => JSON.parse(text, (_key, v: unknown) => (v === I
 
 interface StoreCall {
   options: Omit<DurableObjectStoreOptions, 'namespace'>;
-  method: 'consume' | 'peek' | 'refund' | 'release' | 'reset';
+  method: 'consume' | 'peek' | 'refund' | 'release' | 'reset' | 'block' | 'unblock';
   keys: string | string[];
   ruleSet: { prefix: string; rules: RuleSet['rules'] };
   cost: number;
@@ -53,6 +53,8 @@ export default {
       else if (call.method === 'peek') result = await store.peek(keys, ruleSet, now);
       else if (call.method === 'refund') result = await store.refund(keys, ruleSet, cost, now);
       else if (call.method === 'release') result = await store.release(keys, ruleSet, leaseId ?? '', now);
+      else if (call.method === 'block') result = await store.block(keys, ruleSet, cost, now);
+      else if (call.method === 'unblock') result = await store.unblock(keys, ruleSet, now);
       else result = await store.reset(keys, ruleSet);
       return new Response(encode({ result: result ?? null }), { headers: { 'content-type': 'application/json' } });
     } catch (error) {

@@ -23,7 +23,7 @@ export interface Block {
   until: number;
   /** Its length: ms from the denial that started it to `until`. */
   length: number;
-  /** 1 for a first block, then +1 for each block that starts while the previous one is remembered. */
+  /** 1 for a first block, then +1 for each block that starts while the previous one is remembered; 0 for a block by hand (limiter.block). */
   strike: number;
   /** The first ms the block is forgotten: `until` + the maxBlockMs of the rule that started it (`until` without escalation). */
   forgetAt: number;
@@ -84,6 +84,15 @@ export function startBlock(rule: CompiledRule, v: Verdict): boolean {
   v.blockLeftMs = length;
   v.blockStarted = true;
   return true;
+}
+
+/**
+ * A block by hand (`limiter.block`): `ms` from `now`, strike 0, forgotten
+ * as it ends (it counts for no escalation). It replaces the block the key
+ * held under the rule, if any.
+ */
+export function manualBlock(now: number, ms: number): Block {
+  return { until: now + ms, length: ms, strike: 0, forgetAt: now + ms };
 }
 
 /** The block `v` started at `now` under `rule` (after startBlock). */

@@ -124,6 +124,14 @@ export class KeyValueStore implements Store {
     await this.run('reset', keys, ruleSet, 1, 0, '');
   }
 
+  async block(keys: StoreKeys, ruleSet: RuleSet, ms: number, now: number): Promise<void> {
+    await this.run('block', keys, ruleSet, ms, now, '');
+  }
+
+  async unblock(keys: StoreKeys, ruleSet: RuleSet, now: number): Promise<void> {
+    await this.run('unblock', keys, ruleSet, 1, now, '');
+  }
+
   async close(): Promise<void> {
     await this.backend.close?.();
   }

@@ -1,4 +1,4 @@
-import { applyBlock, type Block, blockLeft, blockStartedAt, startBlock } from '../algorithms/block.js';
+import { applyBlock, type Block, blockLeft, blockStartedAt, manualBlock, startBlock } from '../algorithms/block.js';
 import {
   concurrency,
   createLog,
@@ -193,6 +193,25 @@ abstract class Table {
       this.blocks.delete(slot);
       this.expireAt(slot, stateEnds);
     }
+  }
+
+  /** Lifts the key's block while it is remembered: its state stays as it stands now (a refund of nothing: forgotten once it has ended). */
+  unblock(key: string, rule: CompiledRule, now: number): void {
+    const slot = this.find(key);
+    const block = this.blockOf(slot);
+    if (block === undefined || now >= block.forgetAt) return;
+    if (block.stateless) {
+      this.remove(key, slot);
+      return;
+    }
+    const ttl = this.refundState(slot, rule, now, 0);
+    if (ttl === 0) {
+      this.remove(key, slot);
+      return;
+    }
+    this.blocks.delete(slot);
+    // ttl < 0: another rule's state under this name: it is kept as long as it was (only memory is at stake).
+    if (ttl > 0) this.expireAt(slot, now + ttl);
   }
 
   /** Gives `cost` units back; a block stays as it is. */
@@ -530,6 +549,24 @@ export class MemoryStore implements Store {
     const tables = this.tablesOf(ruleSet);
     tables.forEach((table, i) => {
       if (table instanceof LeaseTable) table.release(keyOfRule(keys, i), leaseId, now);
+    });
+  }
+
+  block(keys: StoreKeys, ruleSet: RuleSet, ms: number, now: number): void {
+    const tables = this.tablesOf(ruleSet);
+    const block = manualBlock(now, ms);
+    ruleSet.rules.forEach((rule, i) => {
+      if (!ALGORITHMS[rule.algorithm].blocks) return;
+      const table = tables[i] as Table;
+      const key = keyOfRule(keys, i);
+      table.block(key, table.find(key), block);
+    });
+  }
+
+  unblock(keys: StoreKeys, ruleSet: RuleSet, now: number): void {
+    const tables = this.tablesOf(ruleSet);
+    ruleSet.rules.forEach((rule, i) => {
+      (tables[i] as Table).unblock(keyOfRule(keys, i), rule, now);
     });
   }
 

@@ -54,7 +54,7 @@ const FORMAT = 2;
 type Entry = 'write' | 'readOnly' | 'fast';
 
 /** The operations of the library (lua/calls.lua). */
-type Operation = 'consume' | 'peek' | 'deny' | 'refund' | 'release' | 'reset' | 'undo';
+type Operation = 'consume' | 'peek' | 'deny' | 'refund' | 'release' | 'reset' | 'undo' | 'block' | 'unblock';
 
 /** Per rule set: the parts of its Redis keys and how its rules speak with the library. */
 interface Prepared {
@@ -288,6 +288,14 @@ export class RedisStore implements Store {
     await this.everyBatch(keys, ruleSet, 'release', 1, now, leaseId);
   }
 
+  async block(keys: StoreKeys, ruleSet: RuleSet, ms: number, now: number): Promise<void> {
+    await this.everyBatch(keys, ruleSet, 'block', ms, now, '');
+  }
+
+  async unblock(keys: StoreKeys, ruleSet: RuleSet, now: number): Promise<void> {
+    await this.everyBatch(keys, ruleSet, 'unblock', 1, now, '');
+  }
+
   async reset(keys: StoreKeys, ruleSet: RuleSet): Promise<void> {
     // DEL through the library too: one round trip, and no client-specific command names.
     await this.everyBatch(keys, ruleSet, 'reset', 1, 0, '');
@@ -395,7 +403,8 @@ export class RedisStore implements Store {
         const v = createVerdict();
         view.verdict(reply, at, cost, v);
         at += view.size;
-        if (v.blockLeftMs > v.blockMs || v.blockMs > 0 !== v.strike > 0) throw badReply(reply, 'a block that cannot be');
+        // A block remembered has a strike, or is one by hand (strike 0) that still holds (it is forgotten as it ends).
+        if (v.blockLeftMs > v.blockMs || v.blockMs > 0 !== (v.strike > 0 || v.blockLeftMs > 0)) throw badReply(reply, 'a block that cannot be');
         if (!v.allowed) admits = false;
         if (denied && rule.blockMs > 0) startBlock(rule, v);
         decisions[i] = recorded ? admittedDecision(rule, v) : unchangedDecision(rule, v, how === 'peek');

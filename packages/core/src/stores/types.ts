@@ -37,6 +37,10 @@ export interface BlockedInfo {
   strike: number;
   /** Whether this call started the block (false: it found the key blocked). */
   started: boolean;
+  /** Set for a block by hand (`limiter.block`), which has no strike (0). */
+  manual?: true;
+  /** When the block ends, on the limiter's clock (ms since the epoch). */
+  untilMs?: number;
 }
 
 /**
@@ -65,7 +69,10 @@ export type StoreKeys = string | readonly string[];
 
 /** What a rule's decision says about the block of a verdict; undefined when no block holds. */
 export function blockedOf(v: Pick<Verdict, 'blockLeftMs' | 'blockMs' | 'strike' | 'blockStarted'>): BlockedInfo | undefined {
-  return v.blockLeftMs > 0 ? { blockMs: v.blockMs, leftMs: v.blockLeftMs, strike: v.strike, started: v.blockStarted } : undefined;
+  if (v.blockLeftMs <= 0) return undefined;
+  const info: BlockedInfo = { blockMs: v.blockMs, leftMs: v.blockLeftMs, strike: v.strike, started: v.blockStarted };
+  if (v.strike === 0) info.manual = true;
+  return info;
 }
 
 /** The key of rule `i` of a call. */
@@ -91,6 +98,14 @@ export interface Store {
   reset(keys: StoreKeys, ruleSet: RuleSet): Awaitable<void>;
   /** Ends a lease of the call's concurrency rules early (stores without concurrency support may omit it). */
   release?(keys: StoreKeys, ruleSet: RuleSet, leaseId: string, now: number): Awaitable<void>;
+  /**
+   * Blocks the keys by hand for `ms` under every rule of the set that can
+   * hold a block (algorithms/block.ts `manualBlock`), their counts as they
+   * are: every call is denied until the block ends or `unblock`.
+   */
+  block?(keys: StoreKeys, ruleSet: RuleSet, ms: number, now: number): Awaitable<void>;
+  /** Lifts the keys' blocks under every rule of the set, by hand or not; their counts stay (an ended one is forgotten). */
+  unblock?(keys: StoreKeys, ruleSet: RuleSet, now: number): Awaitable<void>;
   /** Releases timers and connections the store owns. */
   close?(): Awaitable<void>;
 }

@@ -51,7 +51,8 @@ function whileBlocked(decision: RuleDecision, block: ReferenceBlock, left: numbe
     resetMs: Math.max(decision.resetMs, left),
     retryAfterMs: decision.allowed ? left : Math.max(decision.retryAfterMs, left),
     delayMs: 0,
-    blocked: { blockMs: block.length, leftMs: left, strike: block.strike, started },
+    // A block by hand has no strike.
+    blocked: { blockMs: block.length, leftMs: left, strike: block.strike, started, ...(block.strike === 0 ? { manual: true as const } : {}) },
   };
 }
 
@@ -177,6 +178,24 @@ export function referenceLimiter(own: readonly CompiledRule[]) {
             const after = refundStep(rule, state, now, cost);
             if (after !== state) set(i, keys, after, now);
           }
+        });
+      },
+      /** By hand: every rule that can hold a block (not concurrency) holds one for `ms`, forgotten as it ends; counts stay. */
+      block(keys: Keys, now: number, ms: number): void {
+        rules.forEach((rule, i) => {
+          if (rule.algorithm !== 'concurrency') blocks.set(id(i, keys), { until: now + ms, length: ms, strike: 0, forgetAt: now + ms });
+        });
+      },
+      /** Lifts every block still remembered; the state stays as it stands now (a refund of nothing: gone once it has ended). */
+      unblock(keys: Keys, now: number): void {
+        rules.forEach((rule, i) => {
+          if (remembered(i, keys, now) === undefined) return;
+          blocks.delete(id(i, keys));
+          const state = get(i, keys);
+          if (state === null) return;
+          const after = refundStep(rule, state, now, 0);
+          if (after === null) states.delete(id(i, keys));
+          else states.set(id(i, keys), after);
         });
       },
       reset(keys: Keys): void {
