@@ -28,7 +28,6 @@ const tighter = (a: Decision, b: Decision): boolean => (a.allowed ? b.allowed &&
 
 /** Adds what a limiter decided about an operation to its response's reports. */
 export function addReport(response: object, limiter: Limiter, keys: Keys, report: PolicyReport): void {
-  if (report.headers === false) return;
   let entries = responses.get(response);
   if (entries === undefined) {
     entries = [];
