@@ -14,7 +14,7 @@
  * sorted order, so that two calls over the same keys never wait for each
  * other in a circle.
  */
-import { type KeyValueBackend, KeyValueStore, type StateChange } from '@floodgate/core/store';
+import { byCodePoints, type KeyValueBackend, KeyValueStore, type StateChange } from '@floodgate/core/store';
 
 /** What the Map holds per key: the text Floodgate gave, and when it may be forgotten (on this backend's clock). */
 interface Held {
@@ -56,6 +56,16 @@ class MapBackend implements KeyValueBackend {
     } finally {
       unlock();
     }
+  }
+
+  /** Live keys that start with `prefix`, after `after`, in code point order: the store's records (blocks by hand). */
+  async list(prefix: string, after: string, count: number): Promise<[string, string][]> {
+    const now = Date.now();
+    const keys = [...this.data.keys()].filter((key) => key.startsWith(prefix) && byCodePoints(key, after) > 0 && (this.data.get(key) as Held).expiresAt > now);
+    return keys
+      .sort(byCodePoints)
+      .slice(0, count)
+      .map((key) => [key, (this.data.get(key) as Held).value]);
   }
 
   close(): void {

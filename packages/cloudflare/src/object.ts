@@ -29,8 +29,21 @@ type Stored = readonly [end: number, text: string];
 const isStored = (value: unknown): value is Stored =>
   Array.isArray(value) && value.length === 2 && typeof value[0] === 'number' && typeof value[1] === 'string';
 
-/** Storage keys: entries under `e:`, and the object's own record of the calls' clock. */
+/** Storage keys: entries under `e:`, records under `r:`, and the object's own record of the calls' clock. */
 const ENTRY = 'e:';
+const RECORD = 'r:';
+
+/** A call of the store's records (see record()). */
+interface RecordCall {
+  op?: unknown;
+  name?: unknown;
+  names?: unknown;
+  value?: unknown;
+  ttlMs?: unknown;
+  prefix?: unknown;
+  after?: unknown;
+  count?: unknown;
+}
 const CLOCK = 'm:clock';
 /** Keys per get, put and delete: the storage API takes at most 128. */
 const BATCH = 128;
@@ -94,6 +107,14 @@ export class FloodgateDurableObject {
   /** One call of the store: a POST of a JSON call, answered with JSON. A GET answers what inspect() says. */
   async fetch(request: Request): Promise<Response> {
     if (request.method === 'GET') return Response.json(await this.inspect());
+    if (new URL(request.url).pathname === '/records') {
+      try {
+        const call = (await request.json()) as RecordCall;
+        return Response.json(await this.serially(() => this.record(call)));
+      } catch (error) {
+        return Response.json({ error: messageOf(error) }, { status: 400 });
+      }
+    }
     let call: Call;
     try {
       call = this.parse(await request.json());
@@ -111,6 +132,59 @@ export class FloodgateDurableObject {
     } catch (error) {
       return Response.json({ error: messageOf(error) }, { status: error instanceof BadCall ? 400 : 500 });
     }
+  }
+
+  /**
+   * The store's records (blocks by hand and their reasons), in the object
+   * DurableObjectStore keeps them in: under `r:`, each [expires (the
+   * object's clock), value]. One that has expired reads as none, and goes
+   * when a call comes across it.
+   */
+  private async record(call: RecordCall): Promise<unknown> {
+    const now = Date.now();
+    const names = Array.isArray(call.names) ? call.names.filter((name): name is string => typeof name === 'string') : [];
+    if (call.op === 'set') {
+      if (typeof call.name !== 'string' || typeof call.value !== 'string' || !Number.isSafeInteger(call.ttlMs) || (call.ttlMs as number) < 1) {
+        throw new BadCall('set takes a name, a value and a ttlMs');
+      }
+      await this.storage.put({ [RECORD + call.name]: [now + (call.ttlMs as number), call.value] });
+      return {};
+    }
+    if (call.op === 'delete') {
+      for (let i = 0; i < names.length; i += BATCH) await this.storage.delete(names.slice(i, i + BATCH).map((name) => RECORD + name));
+      return {};
+    }
+    const live = async (found: Map<string, unknown>): Promise<Map<string, string>> => {
+      const values = new Map<string, string>();
+      const expired: string[] = [];
+      for (const [key, stored] of found) {
+        if (isStored(stored) && stored[0] > now) values.set(key.slice(RECORD.length), stored[1]);
+        else expired.push(key);
+      }
+      if (expired.length > 0) await this.storage.delete(expired);
+      return values;
+    };
+    if (call.op === 'get') {
+      const values = new Map<string, string>();
+      for (let i = 0; i < names.length; i += BATCH) {
+        for (const [name, value] of await live(await this.storage.get(names.slice(i, i + BATCH).map((name) => RECORD + name)))) values.set(name, value);
+      }
+      return { values: names.map((name) => values.get(name) ?? null) };
+    }
+    if (
+      call.op !== 'list' ||
+      typeof call.prefix !== 'string' ||
+      typeof call.after !== 'string' ||
+      !Number.isSafeInteger(call.count) ||
+      (call.count as number) < 1
+    ) {
+      throw new BadCall('a records call is set, get, delete or list (prefix, after, count)');
+    }
+    const count = call.count as number;
+    const page = await this.storage.list({ prefix: RECORD + call.prefix, limit: count + 1, ...(call.after === '' ? {} : { startAfter: RECORD + call.after }) });
+    const keys = [...page.keys()];
+    const records = [...(await live(new Map([...page].slice(0, count))))];
+    return { records, next: keys.length > count ? (keys[count - 1] as string).slice(RECORD.length) : '' };
   }
 
   /** The alarm: drops every entry that has ended, and sets the next alarm for the next to end. */

@@ -1,5 +1,5 @@
 import { ErrorCodes, FloodgateError, type RuleDecision, type Store } from '@floodgate/core';
-import type { CompiledRule, RuleSet, StoreKeys } from '@floodgate/core/store';
+import type { CompiledRule, RuleSet, StoreKeys, StoreRecords } from '@floodgate/core/store';
 import { decisionsOf, STATE_VERSION, stateSizeOf } from '@floodgate/core/store';
 import { type Answer, type Call, callUrl, decodeVerdict, type Operation, ruleOptionsOf } from './protocol.js';
 
@@ -248,6 +248,42 @@ export class DurableObjectStore implements Store {
       throw new FloodgateError(ErrorCodes.STORE_REPLY, `The Durable Object '${batch.object}' answered an admitted flag its verdicts do not bear out.`);
     }
     return [answer.admitted === 1, decoded];
+  }
+
+  /**
+   * Records (blocks by hand and their reasons), in one object of their own
+   * (`<prefix>records`): they are few, and listing them needs them in one place.
+   */
+  readonly records: StoreRecords = {
+    set: async (name, value, ttlMs) => {
+      await this.recordCall({ op: 'set', name, value, ttlMs: Math.max(1, Math.ceil(ttlMs)) });
+    },
+    get: async (names) => {
+      if (names.length === 0) return [];
+      const { values } = (await this.recordCall({ op: 'get', names })) as { values?: unknown };
+      if (!Array.isArray(values) || values.length !== names.length) throw new FloodgateError(ErrorCodes.STORE_REPLY, 'The records object answered no values.');
+      return values.map((value) => (typeof value === 'string' ? value : null));
+    },
+    delete: async (names) => {
+      if (names.length > 0) await this.recordCall({ op: 'delete', names });
+    },
+    list: async (prefix, after, count) => {
+      const { records, next } = (await this.recordCall({ op: 'list', prefix, after, count })) as { records?: unknown; next?: unknown };
+      if (!Array.isArray(records) || typeof next !== 'string') throw new FloodgateError(ErrorCodes.STORE_REPLY, 'The records object answered no list.');
+      return { records: records as [string, string][], next };
+    },
+  };
+
+  private async recordCall(call: object): Promise<unknown> {
+    const stub = this.namespace.get(this.namespace.idFromName(`${this.prefix}records`) as never);
+    const response = await stub.fetch('https://floodgate.internal/records', {
+      method: 'POST',
+      body: JSON.stringify(call),
+      headers: { 'content-type': 'application/json' },
+    });
+    const answer = (await response.json()) as { error?: string };
+    if (!response.ok) throw new Error(`The Durable Object of records answered ${response.status}: ${String(answer.error).slice(0, 300)}`);
+    return answer;
   }
 
   /** One call of one object: a POST to its stub. */

@@ -27,6 +27,65 @@ local function unblock(key, rule, clock)
   end
 end
 
+-- Records (RedisStore's records: blocks by hand and their reasons): small
+-- named values beside the rules' states, in two keys of one slot: an index
+-- (a sorted set of the names, all scored 0, so that ZRANGEBYLEX lists them in
+-- the order of their bytes) and the values (a hash: name -> "<expires>:<value>",
+-- expires in ms on Redis's clock). A record that has expired reads as none,
+-- and goes when a call comes across it; both keys expire with the last record.
+--   rset  name, ttl ms, value       rget  names...      rdel  names...
+--   rlist prefix, after, count: { next, name, value, name, value, ... }
+local function records(op, keys, args)
+  local index, values, now = keys[1], keys[2], server_now()
+  local function live(name)
+    local text = redis.call('HGET', values, name)
+    if not text then return nil end
+    local colon = string.find(text, ':', 1, true)
+    local expires = colon and integer(string.sub(text, 1, colon - 1))
+    if expires and expires > now then return string.sub(text, colon + 1) end
+    redis.call('HDEL', values, name)
+    redis.call('ZREM', index, name)
+    return nil
+  end
+  if op == 'rset' then
+    local ttl = integer(args[6])
+    if not ttl or ttl < 1 or not args[7] then fail('ARG rset takes a name, a ttl of ms and a value') end
+    redis.call('ZADD', index, 0, args[5])
+    redis.call('HSET', values, args[5], fmt(now + ttl) .. ':' .. args[7])
+    -- Both keys live as long as their longest record, as every key of the library has an expiry.
+    local keep = math.max(redis.call('PTTL', index), redis.call('PTTL', values), ttl)
+    redis.call('PEXPIRE', index, keep)
+    redis.call('PEXPIRE', values, keep)
+    return {}
+  elseif op == 'rdel' then
+    for i = 5, #args do
+      redis.call('HDEL', values, args[i])
+      redis.call('ZREM', index, args[i])
+    end
+    return {}
+  elseif op == 'rget' then
+    local reply = {}
+    for i = 5, #args do reply[i - 4] = live(args[i]) or false end
+    return reply
+  end
+  -- rlist
+  local prefix, after, count = args[5], args[6], integer(args[7])
+  if not (prefix and after and count) or count < 1 then fail('ARG rlist takes a prefix, the name to list after and a count') end
+  local from = after ~= '' and ('(' .. after) or ('[' .. prefix)
+  -- One more than asked: whether a page follows.
+  local names = redis.call('ZRANGEBYLEX', index, from, '[' .. prefix .. '\255', 'LIMIT', 0, count + 1)
+  local reply = { '' }
+  for i = 1, math.min(#names, count) do
+    local value = live(names[i])
+    if value then
+      reply[#reply + 1] = names[i]
+      reply[#reply + 1] = value
+    end
+  end
+  if #names > count then reply[1] = names[count] end
+  return reply
+end
+
 local function call(keys, args, read_only)
   local op, clock, cost, lease = args[1], clock_of(args[2]), integer(args[3]), args[4]
   if not cost then fail('ARG cost must be an integer, got ' .. tostring(args[3])) end
@@ -35,6 +94,7 @@ local function call(keys, args, read_only)
     redis.call('DEL', unpack(keys))
     return {}
   end
+  if op == 'rset' or op == 'rget' or op == 'rdel' or op == 'rlist' then return records(op, keys, args) end
   local rules = {}
   for i = 1, #keys do rules[i] = rule_of(args[4 + i]) end
 

@@ -330,6 +330,42 @@ describe.each(stores)('blocks by hand on the %s', (_, makeStore) => {
     expect((await b.consume('k')).allowed).toBe(true);
   });
 
+  it('lists the blocks, by hand with their reasons and started by rules, a page at a time; unblock takes them off the list', async () => {
+    const { limiter, clock } = limiterWith({
+      rules: [
+        { name: 'login-ip', scope: 'ip', algorithm: 'fixed-window', limit: 1, windowMs: 60_000, blockMs: 600_000 },
+        { name: 'login-account', scope: 'account', algorithm: 'fixed-window', limit: 5, windowMs: 60_000 },
+        { name: 'everyone', scope: 'global', algorithm: 'fixed-window', limit: 1_000, windowMs: 60_000 },
+      ],
+    });
+    const start = clock.now();
+    await limiter.block({ ip: '198.51.100.7', account: 'alice' }, 900_000, { reason: 'credential stuffing' });
+    await limiter.consume({ ip: '203.0.113.9', account: 'bob' });
+    const breach = await limiter.consume({ ip: '203.0.113.9', account: 'bob' });
+    expect(breach.blocked).toMatchObject({ started: true, strike: 1 });
+    // A call the block by hand denies says why.
+    const denied = await limiter.consume({ ip: '198.51.100.7', account: 'carol' });
+    expect(denied.blocked).toMatchObject({ manual: true, reason: 'credential stuffing', untilMs: start + 900_000 });
+    // The rule-started block's record is written after the call: let it land.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const everything = await limiter.blocked();
+    expect(everything.cursor).toBe('');
+    expect(everything.items).toEqual([
+      { key: 'alice', scope: 'account', rule: 'login-account', untilMs: start + 900_000, reason: 'credential stuffing', manual: true },
+      { key: '198.51.100.7', scope: 'ip', rule: 'login-ip', untilMs: start + 900_000, reason: 'credential stuffing', manual: true },
+      { key: '203.0.113.9', scope: 'ip', rule: 'login-ip', untilMs: start + 600_000, manual: false },
+    ]); // the global rule holds no block by hand unless named
+    const first = await limiter.blocked({ count: 2 });
+    expect(first.items.map((item) => item.key)).toEqual(['alice', '198.51.100.7']);
+    const second = await limiter.blocked({ cursor: first.cursor, count: 2 });
+    expect(second).toEqual({ items: [everything.items[2]], cursor: '' });
+    await limiter.unblock({ ip: '203.0.113.9', account: 'bob' });
+    expect((await limiter.blocked()).items.map((item) => item.key)).toEqual(['alice', '198.51.100.7']);
+    // Past its end a block is no longer listed, whatever the store still holds.
+    clock.advance(900_000);
+    expect((await limiter.blocked()).items).toEqual([]);
+  });
+
   it('refuses bad input with ERR_FG_OPTION, naming what to give', async () => {
     const { limiter } = limiterWith(twoRules);
     for (const ms of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, MAX_BLOCK_MS + 1, '60000']) {
@@ -339,7 +375,13 @@ describe.each(stores)('blocks by hand on the %s', (_, makeStore) => {
       code: 'ERR_FG_OPTION',
       message: expect.stringContaining("'per-second', 'per-minute'"),
     });
-    await expect(limiter.block('k', 1_000, { reason: 'x' } as never)).rejects.toMatchObject({ code: 'ERR_FG_UNKNOWN_OPTION' });
+    await expect(limiter.block('k', 1_000, { why: 'x' } as never)).rejects.toMatchObject({ code: 'ERR_FG_UNKNOWN_OPTION' });
+    await expect(limiter.block('k', 1_000, { reason: 'x'.repeat(501) })).rejects.toMatchObject({
+      code: 'ERR_FG_OPTION',
+      message: expect.stringContaining('500'),
+    });
+    await expect(limiter.blocked({ count: 0 })).rejects.toMatchObject({ code: 'ERR_FG_OPTION' });
+    await expect(limiter.blocked({ page: 1 } as never)).rejects.toMatchObject({ code: 'ERR_FG_UNKNOWN_OPTION' });
     await expect(limiter.block('', 1_000)).rejects.toMatchObject({ code: 'ERR_FG_KEY' });
     const leases = limiterWith({ algorithm: 'concurrency', limit: 2, windowMs: 60_000 }).limiter;
     await expect(leases.block('k', 1_000)).rejects.toMatchObject({ code: 'ERR_FG_OPTION', message: expect.stringContaining('concurrency') });

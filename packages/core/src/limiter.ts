@@ -1,4 +1,5 @@
 import { ALGORITHMS } from './algorithms/registry.js';
+import { type BlockedKey, blockRecordName, blockRecordPrefix, MAX_REASON_LENGTH, parseBlock, recordBlock, scopeKeyOf } from './blocks-by-hand.js';
 import { Breaker } from './breaker.js';
 import { combine, type Decision } from './decision.js';
 import { DenyCache } from './deny-cache.js';
@@ -17,7 +18,7 @@ import {
   type StoreErrorPolicy,
 } from './options.js';
 import { type CompiledRule, MAX_BLOCK_MS, optionsOf, type RuleOptions } from './rules.js';
-import type { RuleDecision, RuleSet, Store, StoreKeys } from './stores/types.js';
+import type { RuleDecision, RuleSet, Store, StoreKeys, StoreRecords } from './stores/types.js';
 import { type Admitter, realClock, WaitingRoom, type WaitOptions } from './wait.js';
 import { type WrapOptions, wrap } from './wrap.js';
 
@@ -89,14 +90,40 @@ export interface Limiter {
    * `rule`; counts stay as they are. A block by hand replaces a block the
    * key holds under a rule (`blockMs`), and counts for no escalation.
    *
+   * Rules of the global scope count everyone: they are blocked only when
+   * named. `reason` is kept with the block (`blocked()`, and the decisions'
+   * `blocked.reason`).
+   *
    * @example
    * ```ts
-   * await limiter.block('203.0.113.9', 15 * 60_000); // 15 minutes
+   * await limiter.block('203.0.113.9', 15 * 60_000, { reason: 'credential stuffing' }); // 15 minutes
    * ```
    */
-  block(keys: Keys, ms: number, options?: { rule?: string }): Promise<void>;
+  block(keys: Keys, ms: number, options?: { rule?: string; reason?: string }): Promise<void>;
   /** Lifts the keys' blocks, by hand or by a rule's `blockMs` (under `rule` only, if given); counts stay. */
   unblock(keys: Keys, options?: { rule?: string }): Promise<void>;
+  /**
+   * The keys blocked now, by hand or by a rule's `blockMs`, a page at a time
+   * in the order of rule and key: `cursor` from the page before ('' or
+   * nothing for the first), at most `count` (100 by default); the last page
+   * has cursor ''. On every instance sharing the store; a store without
+   * records (StoreRecords) cannot list them (`ERR_FG_OPTION`).
+   */
+  blocked(options?: { cursor?: string; count?: number }): Promise<{
+    items: {
+      /** The key the rule counts under (for a rule of another scope than `key`, that scope's key). */
+      key: string;
+      scope: string;
+      rule: string;
+      /** When the block ends, on the clock of the limiter that made it. */
+      untilMs: number;
+      /** The reason given to block(), if any. */
+      reason?: string;
+      /** Whether it was made by hand rather than by the rule's blockMs. */
+      manual: boolean;
+    }[];
+    cursor: string;
+  }>;
   /** Gives `cost` units back to every rule, never above capacity (used by skipSuccessfulRequests). */
   refund(keys: Keys, options?: ConsumeOptions): Promise<void>;
   /** Ends the lease an admitted call took under concurrency rules (`decision.leaseId`). Adapters call it when the request's work is over. */
@@ -595,8 +622,28 @@ class RateLimiter implements Limiter {
     if (!decision.allowed) stampBlocks(decision, call.now);
     if (call.leaseId !== undefined && decision.allowed) decision.leaseId = call.leaseId;
     if (this.denials !== undefined) this.noteDenial(this.denials, call, decision);
-    if (!decision.allowed && this.events.has('blocked')) this.reportBlocks(call.keys, decision, call.now);
+    if (!decision.allowed && (this.events.has('blocked') || this.store.records !== undefined)) this.reportBlocks(call.keys, decision, call.now);
+    if (!decision.allowed && this.store.records !== undefined && decision.rules.some((r) => r.blocked?.manual)) {
+      return this.withReasons(call.keys, decision).then((told) => this.report(call.keys, told, call.started));
+    }
     return this.report(call.keys, decision, call.started);
+  }
+
+  /** Adds the reasons of the blocks by hand that deny a call, from the store's records; a failure to read them only goes unsaid. */
+  private async withReasons(keys: Keys, decision: Decision): Promise<Decision> {
+    const manual = decision.rules.filter((r) => r.blocked?.manual);
+    const names = manual.map((r) => blockRecordName(this.config.prefix, r.name, scopeKeyOf(keys, r.scope) ?? ''));
+    try {
+      const values = await withTimeout(Promise.resolve((this.store.records as StoreRecords).get(names)), this.config.timeoutMs);
+      manual.forEach((r, i) => {
+        const value = values[i];
+        const reason = typeof value === 'string' ? parseBlock(value)?.reason : undefined;
+        if (reason !== undefined && r.blocked !== undefined) r.blocked.reason = reason;
+      });
+    } catch (error) {
+      this.reportError(keys, asError(error), 'consume', -1);
+    }
+    return decision;
   }
 
   /** Keeps the local deny cache up to date with a decision of the store. */
@@ -609,9 +656,19 @@ class RateLimiter implements Limiter {
 
   /** Emits 'blocked' for each rule whose block this denial started. */
   private reportBlocks(keys: Keys, decision: Decision, now: number): void {
+    const records = this.store.records;
     for (const r of decision.rules) {
       const block = r.blocked;
       if (block === undefined || !block.started) continue;
+      // Listed by blocked(): the record tells of the block; the rule's state enforces it.
+      const key = scopeKeyOf(keys, r.scope);
+      if (records !== undefined && key !== undefined) {
+        const listed: BlockedKey = { key, scope: r.scope, rule: r.name, untilMs: now + block.blockMs, manual: false };
+        Promise.resolve()
+          .then(() => recordBlock(records, this.config.prefix, listed, block.blockMs))
+          .catch((error: unknown) => this.reportError(keys, asError(error), 'consume', -1));
+      }
+      if (!this.events.has('blocked')) continue;
       this.events.emit('blocked', {
         key: keys,
         scope: r.scope,
@@ -683,6 +740,7 @@ class RateLimiter implements Limiter {
       const decision = combine(Array.isArray(result) || !isPromise(result) ? result : await withTimeout(result, this.config.timeoutMs));
       this.breaker.succeeded();
       if (!decision.allowed) stampBlocks(decision, now);
+      if (!decision.allowed && this.store.records !== undefined && decision.rules.some((r) => r.blocked?.manual)) return this.withReasons(keys, decision);
       return decision;
     } catch (error) {
       this.failed(ids, ruleSet, error);
@@ -730,37 +788,83 @@ class RateLimiter implements Limiter {
     this.waiting?.wake(this.lineOf(active, ids));
   }
 
-  async block(keys: Keys, ms: number, options?: { rule?: string }): Promise<void> {
-    const active = this.blockable('block()', options);
+  async block(keys: Keys, ms: number, options?: { rule?: string; reason?: string }): Promise<void> {
+    const active = this.blockable('block()', options, ['rule', 'reason']);
     if (!Number.isSafeInteger(ms) || ms < 1 || ms > MAX_BLOCK_MS) {
       throw new FloodgateError(
         ErrorCodes.OPTION,
         `block() takes the block's length in ms, a positive integer of at most ${MAX_BLOCK_MS} (100 years), got ${describe(ms)}.`,
       );
     }
+    const reason = options?.reason;
+    if (reason !== undefined && (typeof reason !== 'string' || reason.length > MAX_REASON_LENGTH)) {
+      throw new FloodgateError(ErrorCodes.OPTION, `block()'s reason must be a string of at most ${MAX_REASON_LENGTH} characters, got ${describe(reason)}.`);
+    }
     const ids = await storeKeys(active.keying, keys);
-    const result = (this.store.block as NonNullable<Store['block']>)(ids, active.ruleSet, ms, this.now());
+    const now = this.now();
+    const result = (this.store.block as NonNullable<Store['block']>)(ids, active.ruleSet, ms, now);
     if (isPromise(result)) await withTimeout(result, this.config.timeoutMs);
+    const records = this.store.records;
+    if (records === undefined) return;
+    await Promise.all(
+      active.ruleSet.rules.map((rule) => {
+        const block: BlockedKey = { key: scopeKeyOf(keys, rule.scope) as string, scope: rule.scope, rule: rule.name, untilMs: now + ms, manual: true };
+        if (reason !== undefined) block.reason = reason;
+        return withTimeout(Promise.resolve(recordBlock(records, this.config.prefix, block, ms)), this.config.timeoutMs);
+      }),
+    );
+  }
+
+  async blocked(options?: { cursor?: string; count?: number }): ReturnType<Limiter['blocked']> {
+    if (options !== undefined && (typeof options !== 'object' || options === null || Array.isArray(options))) {
+      throw new FloodgateError(ErrorCodes.OPTION, `blocked() options must be an object like { cursor, count: 100 }, got ${describe(options)}.`);
+    }
+    for (const name in options) {
+      if (name !== 'cursor' && name !== 'count')
+        throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `blocked() has no option '${name}'; it takes cursor and count.`);
+    }
+    const { cursor = '', count = 100 } = options ?? {};
+    if (typeof cursor !== 'string')
+      throw new FloodgateError(ErrorCodes.OPTION, `blocked()'s cursor must be the cursor of the page before, got ${describe(cursor)}.`);
+    if (!Number.isSafeInteger(count) || count < 1 || count > 10_000) {
+      throw new FloodgateError(ErrorCodes.OPTION, `blocked()'s count must be an integer from 1 to 10000, got ${describe(count)}.`);
+    }
+    const records = this.store.records;
+    if (records === undefined) throw new FloodgateError(ErrorCodes.OPTION, 'blocked(): this store keeps no records (StoreRecords), so it cannot list blocks.');
+    const prefix = blockRecordPrefix(this.config.prefix);
+    const page = await withTimeout(Promise.resolve(records.list(prefix, cursor === '' ? '' : prefix + cursor, count)), this.config.timeoutMs);
+    const now = this.now();
+    const items = page.records.map(([, value]) => parseBlock(value)).filter((block): block is BlockedKey => block !== undefined && block.untilMs > now);
+    return { items, cursor: page.next === '' ? '' : page.next.slice(prefix.length) };
   }
 
   async unblock(keys: Keys, options?: { rule?: string }): Promise<void> {
-    const active = this.blockable('unblock()', options);
+    const active = this.blockable('unblock()', options, ['rule']);
     const ids = await storeKeys(active.keying, keys);
     const result = (this.store.unblock as NonNullable<Store['unblock']>)(ids, active.ruleSet, this.now());
     if (isPromise(result)) await withTimeout(result, this.config.timeoutMs);
+    const records = this.store.records;
+    if (records !== undefined) {
+      const names = active.ruleSet.rules.map((rule) => blockRecordName(this.config.prefix, rule.name, scopeKeyOf(keys, rule.scope) as string));
+      await withTimeout(Promise.resolve(records.delete(names)), this.config.timeoutMs);
+    }
     // This process's remembered denials of the keys go: the next call asks the store.
     this.denials?.forget(denialKey(active, ids));
     if (active !== this.active) this.denials?.forget(denialKey(this.active, await storeKeys(this.active.keying, keys)));
     this.waiting?.wake(this.lineOf(this.active, await storeKeys(this.active.keying, keys)));
   }
 
-  /** The rules a block by hand goes under: the limiter's own that can hold one, or the one named. */
-  private blockable(where: string, options: { rule?: string } | undefined): Active {
+  /**
+   * The rules a block by hand goes under: the limiter's own that can hold one
+   * and count per key (a global rule counts everyone: only when named), or the
+   * one named.
+   */
+  private blockable(where: string, options: { rule?: string } | undefined, takes: readonly string[]): Active {
     if (options !== undefined && (typeof options !== 'object' || options === null || Array.isArray(options))) {
       throw new FloodgateError(ErrorCodes.OPTION, `${where} options must be an object like { rule: 'per-minute' }, got ${describe(options)}.`);
     }
     for (const name in options) {
-      if (name !== 'rule') throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `${where} has no option '${name}'; it takes rule.`);
+      if (!takes.includes(name)) throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `${where} has no option '${name}'; it takes ${takes.join(' and ')}.`);
     }
     if (typeof this.store.block !== 'function' || typeof this.store.unblock !== 'function') {
       throw new FloodgateError(ErrorCodes.OPTION, `${where}: this store cannot block keys by hand (it has no block() and unblock()).`);
@@ -768,10 +872,14 @@ class RateLimiter implements Limiter {
     const own = this.active.ruleSet.rules;
     const name = options?.rule;
     if (name === undefined) {
-      if (!own.some((rule) => ALGORITHMS[rule.algorithm].blocks)) {
-        throw new FloodgateError(ErrorCodes.OPTION, `${where}: no rule of this limiter can hold a block (concurrency rules cannot).`);
+      const chosen = own.filter((rule) => ALGORITHMS[rule.algorithm].blocks && rule.scope !== 'global');
+      if (chosen.length === 0) {
+        throw new FloodgateError(
+          ErrorCodes.OPTION,
+          `${where}: no rule of this limiter can hold a block for a key (concurrency rules cannot; a global rule only when named in { rule }).`,
+        );
       }
-      return this.active;
+      return chosen.length === own.length ? this.active : this.activeFor(chosen.map(optionsOf));
     }
     const rule = own.find((r) => r.name === name);
     if (rule === undefined || !ALGORITHMS[rule.algorithm].blocks) {

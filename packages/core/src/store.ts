@@ -24,6 +24,7 @@ export {
   type StateChange,
   type StateWrite,
 } from './stores/key-value-store.js';
+export { byCodePoints } from './stores/memory-records.js';
 export type { IoRedisLike, IoRedisPipeline, NodeRedisLike, UpstashLike } from './stores/redis-store.js';
-export type { Awaitable, BlockedInfo, RuleDecision, RuleSet, Store, StoreKeys } from './stores/types.js';
+export type { Awaitable, BlockedInfo, RuleDecision, RuleSet, Store, StoreKeys, StoreRecords } from './stores/types.js';
 export { VersionedBackend, type VersionedDatabase, type VersionedRead, type VersionedWrite } from './stores/versioned-backend.js';

@@ -80,6 +80,14 @@ ORDER BY j.i`;
 /** Writes a call's states. ?: the writes as JSON (see the procedure). */
 export const writeSql = (table: string): string => `CALL \`${table}_write1\`(?)`;
 
+/**
+ * A page of live rows whose keys start with a prefix, in key order (utf8mb4_bin: code points). ?: the
+ * prefix, the prefix with U+10FFFF after it (above every key that starts with it), the key to list
+ * after, the count.
+ */
+export const listSql = (table: string): string =>
+  `SELECT \`key\` AS k, \`value\` AS v FROM \`${table}\` WHERE \`key\` >= ? AND \`key\` < ? AND \`key\` > ? AND \`expires_at\` > ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000) ORDER BY \`key\` LIMIT ?`;
+
 /** Deletes up to `limit` rows whose time is up. ?: the limit. */
 export const sweepSql = (table: string): string =>
   `DELETE FROM \`${table}\` WHERE \`expires_at\` < ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000) ORDER BY \`expires_at\` LIMIT ?`;

@@ -1,6 +1,6 @@
 import { ErrorCodes, FloodgateError } from '@floodgate/core';
 import { KeyValueStore, VersionedBackend, type VersionedDatabase, type VersionedRead, type VersionedWrite } from '@floodgate/core/store';
-import { isTableName, readSql, schemaStatements, sweepSql, writeSql } from './schema.js';
+import { isTableName, listSql, readSql, schemaStatements, sweepSql, writeSql } from './schema.js';
 
 /** A connection of a mysql2 pool, for the DDL (which takes a named lock across statements). */
 export interface MySqlConnectionLike {
@@ -71,6 +71,12 @@ class MySqlDatabase implements VersionedDatabase {
   async sweep(limit: number): Promise<number> {
     const [result] = (await this.pool.query(this.statements.sweep, [limit])) as [{ affectedRows?: number }, unknown];
     return Number(result.affectedRows ?? 0);
+  }
+
+  async list(prefix: string, after: string, count: number): Promise<[string, string][]> {
+    await this.created();
+    const [rows] = (await this.pool.query(listSql(this.table), [prefix, `${prefix}\u{10FFFF}`, after, count])) as [{ k: unknown; v: unknown }[], unknown];
+    return rows.map((row) => [String(row.k), String(row.v)]);
   }
 
   /**

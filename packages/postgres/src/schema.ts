@@ -118,6 +118,14 @@ export const sweepSql = (names: Names): string =>
   SELECT key FROM ${names.table} WHERE expires_at < ${NOW_MS} ORDER BY expires_at LIMIT $1::integer FOR UPDATE SKIP LOCKED
 ) RETURNING 1 AS deleted`;
 
+/**
+ * A page of live rows whose keys start with a prefix, in key order (COLLATE "C": code points). $1: the
+ * prefix, $2: the prefix with U+10FFFF after it (above every key that starts with it), $3: the key to
+ * list after, $4: the count.
+ */
+export const listSql = (names: Names): string =>
+  `SELECT key, value FROM ${names.table} WHERE key >= $1 AND key < $2 AND key > $3 AND expires_at > ${NOW_MS} ORDER BY key LIMIT $4::integer`;
+
 /** sql/floodgate_state.sql: the DDL as a migration file. */
 export const migrationSql = (table: string): string =>
   `-- Floodgate's PostgresStore: its table and write function (createTable: false).\n${schemaSql(namesOf(table), false)}`;

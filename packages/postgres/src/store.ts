@@ -1,6 +1,6 @@
 import { ErrorCodes, FloodgateError } from '@floodgate/core';
 import { KeyValueStore, VersionedBackend, type VersionedDatabase, type VersionedRead, type VersionedWrite } from '@floodgate/core/store';
-import { createSql, isTableName, type Names, namesOf, readSql, sweepSql, writeSql } from './schema.js';
+import { createSql, isTableName, listSql, type Names, namesOf, readSql, sweepSql, writeSql } from './schema.js';
 
 /** A row as drivers hand it over. */
 export type PostgresRow = Record<string, unknown>;
@@ -89,7 +89,7 @@ const isConflict = (error: unknown): boolean => {
 class PostgresDatabase implements VersionedDatabase {
   private readonly run: (text: string, params: string[]) => Promise<readonly PostgresRow[]>;
   private readonly names: Names;
-  private readonly statements: { read: string; write: string; sweep: string };
+  private readonly statements: { read: string; write: string; sweep: string; list: string };
   private ready: Promise<void> | undefined;
 
   constructor(
@@ -100,7 +100,7 @@ class PostgresDatabase implements VersionedDatabase {
   ) {
     this.run = runnerOf(options);
     this.names = namesOf(table);
-    this.statements = { read: readSql(this.names), write: writeSql(this.names), sweep: sweepSql(this.names) };
+    this.statements = { read: readSql(this.names), write: writeSql(this.names), sweep: sweepSql(this.names), list: listSql(this.names) };
   }
 
   async read(keys: readonly string[]): Promise<VersionedRead> {
@@ -124,6 +124,13 @@ class PostgresDatabase implements VersionedDatabase {
 
   async sweep(limit: number): Promise<number> {
     return (await this.run(this.statements.sweep, [String(limit)])).length;
+  }
+
+  async list(prefix: string, after: string, count: number): Promise<[string, string][]> {
+    await this.created();
+    const from = storable(prefix);
+    const rows = await this.run(this.statements.list, [from, `${from}\u{10FFFF}`, storable(after), String(count)]);
+    return rows.map((row) => [String(row.key), String(row.value)]);
   }
 
   /** Creates the table on first use (createTable), once per store; a failure is tried again by the next call. */

@@ -52,6 +52,7 @@ class SqliteBackend implements KeyValueBackend {
   private readonly upsert: SqliteStatementLike;
   private readonly remove: SqliteStatementLike;
   private readonly sweep: SqliteStatementLike;
+  private readonly page: SqliteStatementLike;
   private written = 0;
 
   constructor(
@@ -65,6 +66,14 @@ class SqliteBackend implements KeyValueBackend {
     );
     this.remove = db.prepare(`DELETE FROM ${t} WHERE key = ?`);
     this.sweep = db.prepare(`DELETE FROM ${t} WHERE key IN (SELECT key FROM ${t} WHERE expires_at < ? LIMIT ${SWEEP_EVERY})`);
+    // Keys in the order of their UTF-8 bytes (SQLite's BINARY collation): code points.
+    this.page = db.prepare(`SELECT key, value FROM ${t} WHERE key >= ? AND key < ? AND key > ? AND expires_at > ? ORDER BY key LIMIT ?`);
+  }
+
+  /** A page of live rows whose keys start with `prefix` (records: blocks by hand). */
+  async list(prefix: string, after: string, count: number): Promise<[string, string][]> {
+    const rows = this.page.all(prefix, `${prefix}\u{10FFFF}`, after, Date.now(), count) as { key: string; value: string }[];
+    return rows.map((row) => [row.key, row.value]);
   }
 
   /**

@@ -42,8 +42,9 @@ storeContract(
 );
 
 /**
- * A client whose every FCALL runs in a MULTI between two TIMEs: when both
- * read the same ms, that is the ms the library decided at, on Redis's clock.
+ * A client whose every FCALL that decides runs in a MULTI between two TIMEs:
+ * when both read the same ms, that is the ms the library decided at, on
+ * Redis's clock.
  */
 function timedClient(redis: Redis): { client: IoRedisLike; decidedAt: () => number | undefined } {
   let decidedAt: number | undefined;
@@ -54,6 +55,8 @@ function timedClient(redis: Redis): { client: IoRedisLike; decidedAt: () => numb
   const timed =
     (readOnly: boolean) =>
     async (name: string, numKeys: number, ...rest: string[]) => {
+      // The store's records (blocks by hand, listed) decide nothing: the time of the call before stands.
+      if (['rset', 'rget', 'rdel', 'rlist'].includes(rest[numKeys] as string)) return redis.fcall(name, numKeys, ...rest);
       const multi = redis.multi().time();
       if (readOnly) multi.fcall_ro(name, numKeys, ...rest);
       else multi.fcall(name, numKeys, ...rest);

@@ -3,7 +3,7 @@ import { decisionsOf, endOf, evaluate, type Operation } from '../engine.js';
 import { describe, ErrorCodes, FloodgateError } from '../errors.js';
 import type { CompiledRule } from '../rules.js';
 import { KeyQueue } from './key-queue.js';
-import { keyOfRule, type RuleDecision, type RuleSet, type Store, type StoreKeys } from './types.js';
+import { keyOfRule, type RuleDecision, type RuleSet, type Store, type StoreKeys, type StoreRecords } from './types.js';
 
 /** A call waiting for its transaction. */
 interface Pending {
@@ -52,6 +52,14 @@ export interface KeyValueBackend {
     decide: (values: readonly (string | null)[], now: number) => StateChange<T>,
     options: { readonly readOnly: boolean },
   ): Promise<T>;
+  /**
+   * A page of the keys that start with `prefix` and hold a value that has
+   * not expired, with their values, in the order of the keys' code points
+   * (a binary collation), from the first key after `after` ('' from the
+   * start), at most `count`. Optional: without it the store keeps no
+   * records (limiter.blocked() then says so).
+   */
+  list?(prefix: string, after: string, count: number): Promise<[key: string, value: string][]>;
   /** Releases what the backend owns (its pool, if it made one, and timers). */
   close?(): void | Promise<void>;
 }
@@ -101,6 +109,7 @@ export class KeyValueStore implements Store {
     this.backend = backend;
     this.clientClock = clock === 'client';
     this.prefix = prefix;
+    this.records = this.recordsOf(backend);
   }
 
   consume(keys: StoreKeys, ruleSet: RuleSet, cost: number, now: number, leaseId = ''): Promise<RuleDecision[]> {
@@ -134,6 +143,41 @@ export class KeyValueStore implements Store {
 
   async close(): Promise<void> {
     await this.backend.close?.();
+  }
+
+  /**
+   * Records (blocks by hand and their reasons) under `${prefix}!records!`,
+   * beside the states, when the backend can list its keys.
+   */
+  readonly records: StoreRecords | undefined;
+
+  private recordsOf(backend: KeyValueBackend): StoreRecords | undefined {
+    const list = backend.list;
+    if (list === undefined) return undefined;
+    const space = `${this.prefix}!records!`;
+    const change = (names: readonly string[], value: string | null, ttlMs: number) =>
+      backend.transact(
+        names.map((name) => space + name),
+        () => ({ writes: names.map((name) => ({ key: space + name, value, ttlMs })), result: undefined }),
+        { readOnly: false },
+      );
+    return {
+      set: (name, value, ttlMs) => change([name], value, Math.max(1, Math.ceil(ttlMs))),
+      delete: (names) => (names.length === 0 ? undefined : change(names, null, 0)),
+      get: (names) =>
+        names.length === 0
+          ? []
+          : backend.transact(
+              names.map((name) => space + name),
+              (values) => ({ writes: [], result: [...values] }),
+              { readOnly: true },
+            ),
+      list: async (prefix, after, count) => {
+        const page = await list.call(backend, space + prefix, after === '' ? '' : space + after, count + 1);
+        const records = page.slice(0, count).map(([key, value]): [string, string] => [key.slice(space.length), value]);
+        return { records, next: page.length > count ? (records[records.length - 1]?.[0] ?? '') : '' };
+      },
+    };
   }
 
   /** The keys a call's states live under, in rule order (for inspection and tests). */

@@ -14,8 +14,9 @@ import { ALGORITHMS } from '../algorithms/registry.js';
 import { describe, ErrorCodes, FloodgateError } from '../errors.js';
 import type { CompiledRule } from '../rules.js';
 import { MAX_TIMER_MS } from '../sleep.js';
+import { MemoryRecords } from './memory-records.js';
 import { admittedDecision, unchangedDecision } from './rule-decisions.js';
-import { keyOfRule, type RuleDecision, type RuleSet, type Store, type StoreKeys } from './types.js';
+import { keyOfRule, type RuleDecision, type RuleSet, type Store, type StoreKeys, type StoreRecords } from './types.js';
 
 export interface MemoryStoreOptions {
   /**
@@ -445,6 +446,8 @@ export class MemoryStore implements Store {
    */
   private recent: { readonly ruleSet: RuleSet; readonly tables: Table[] }[] = [];
   private timer: ReturnType<typeof setInterval> | undefined;
+  /** Blocks by hand and their reasons (limiter.blocked()), on this process's clock. */
+  readonly records: StoreRecords = new MemoryRecords();
 
   constructor(options: MemoryStoreOptions = {}) {
     if (typeof options !== 'object' || options === null) {

@@ -7,7 +7,7 @@ import { BatchError, type Connection, connect, crossSlot, type RedisClient } fro
 import { LIBRARY } from './redis/library.generated.js';
 import { type RuleView, viewOf } from './redis/views.js';
 import { admittedDecision, unchangedDecision } from './rule-decisions.js';
-import { keyOfRule, type RuleDecision, type RuleSet, type Store, type StoreKeys } from './types.js';
+import { keyOfRule, type RuleDecision, type RuleSet, type Store, type StoreKeys, type StoreRecords } from './types.js';
 
 export type { IoRedisLike, IoRedisPipeline, NodeRedisLike, RedisClient, UpstashLike } from './redis/connection.js';
 
@@ -286,6 +286,41 @@ export class RedisStore implements Store {
 
   async release(keys: StoreKeys, ruleSet: RuleSet, leaseId: string, now: number): Promise<void> {
     await this.everyBatch(keys, ruleSet, 'release', 1, now, leaseId);
+  }
+
+  /**
+   * Records (blocks by hand and their reasons), in two keys of one slot
+   * beside the states: `<prefix>{floodgate:records}:index` and `:values`
+   * (see the library's records).
+   */
+  readonly records: StoreRecords = {
+    set: async (name, value, ttlMs) => {
+      await this.recordCall('rset', [name, String(Math.max(1, Math.ceil(ttlMs))), value]);
+    },
+    get: async (names) => {
+      if (names.length === 0) return [];
+      const reply = await this.recordCall('rget', names);
+      if (!Array.isArray(reply) || reply.length !== names.length) throw badReply(reply, 'records the store could not have written');
+      return reply.map((value) => (typeof value === 'string' ? value : null));
+    },
+    delete: async (names) => {
+      if (names.length > 0) await this.recordCall('rdel', names);
+    },
+    list: async (prefix, after, count) => {
+      const reply = await this.recordCall('rlist', [prefix, after, String(count)]);
+      if (!Array.isArray(reply) || reply.length % 2 !== 1 || !reply.every((item) => typeof item === 'string')) {
+        throw badReply(reply, 'a list the store could not have written');
+      }
+      const [next, ...flat] = reply as string[];
+      const records: [string, string][] = [];
+      for (let i = 0; i < flat.length; i += 2) records.push([flat[i] as string, flat[i + 1] as string]);
+      return { records, next: next as string };
+    },
+  };
+
+  private recordCall(op: 'rset' | 'rget' | 'rdel' | 'rlist', args: readonly string[]): Promise<unknown> {
+    const keys = [`${this.prefix}{floodgate:records}:index`, `${this.prefix}{floodgate:records}:values`];
+    return this.invoke(keys, [op, '', '1', '', ...args], 'write');
   }
 
   async block(keys: StoreKeys, ruleSet: RuleSet, ms: number, now: number): Promise<void> {

@@ -41,6 +41,8 @@ export interface BlockedInfo {
   manual?: true;
   /** When the block ends, on the limiter's clock (ms since the epoch). */
   untilMs?: number;
+  /** The reason given to `limiter.block()`, where the store keeps records. */
+  reason?: string;
 }
 
 /**
@@ -106,6 +108,32 @@ export interface Store {
   block?(keys: StoreKeys, ruleSet: RuleSet, ms: number, now: number): Awaitable<void>;
   /** Lifts the keys' blocks under every rule of the set, by hand or not; their counts stay (an ended one is forgotten). */
   unblock?(keys: StoreKeys, ruleSet: RuleSet, now: number): Awaitable<void>;
+  /** Small named records the limiter keeps in the store beside the rules' states: blocks by hand and their reasons. */
+  readonly records?: StoreRecords;
   /** Releases timers and connections the store owns. */
   close?(): Awaitable<void>;
+}
+
+/**
+ * Small named text records a store keeps for the limiter, apart from the
+ * rules' states (a limiter lists the blocks it made by hand, with their
+ * reasons, from them). Names and values are strings; a name is at most 1024
+ * characters. Listing is in the order of names' code points (the order of
+ * their UTF-8 bytes, as Redis and SQL's binary collations order them).
+ */
+export interface StoreRecords {
+  /** Sets a record, which the store may drop once `ttlMs` has passed (on its own clock). */
+  set(name: string, value: string, ttlMs: number): Awaitable<void>;
+  /** The values of the named records, in order; null for one there is none of (or that has expired). */
+  get(names: readonly string[]): Awaitable<(string | null)[]>;
+  /** Drops the named records. */
+  delete(names: readonly string[]): Awaitable<void>;
+  /**
+   * A page of the records whose names start with `prefix`, in name order,
+   * from the first name after `after` ('' for the start), at most `count`;
+   * `next` is the name to give as `after` for the next page, or '' once none
+   * is left. A page may hold fewer than `count` and still have a `next`
+   * (records that expired were passed over).
+   */
+  list(prefix: string, after: string, count: number): Awaitable<{ records: [name: string, value: string][]; next: string }>;
 }

@@ -26,6 +26,8 @@ export interface VersionedDatabase {
   isConflict(error: unknown): boolean;
   /** Deletes up to `limit` rows whose time is up; resolves with how many it deleted. */
   sweep(limit: number): Promise<number>;
+  /** The keys and values of live rows whose keys start with `prefix`, after `after`, in key order (see KeyValueBackend.list). */
+  list?(prefix: string, after: string, count: number): Promise<[key: string, value: string][]>;
 }
 
 /** How many times a call reads and decides again when its rows changed under it, before it fails as a store error. */
@@ -56,7 +58,13 @@ export class VersionedBackend implements KeyValueBackend {
   private written = 0;
   private sweeping = false;
 
-  constructor(private readonly database: VersionedDatabase) {}
+  /** The database's listing, when it has one (records: blocks by hand). */
+  readonly list?: (prefix: string, after: string, count: number) => Promise<[key: string, value: string][]>;
+
+  constructor(private readonly database: VersionedDatabase) {
+    const list = database.list;
+    if (list !== undefined) this.list = (prefix, after, count) => list.call(database, prefix, after, count);
+  }
 
   async transact<T>(keys: readonly string[], decide: (values: readonly (string | null)[], now: number) => StateChange<T>): Promise<T> {
     const at = new Map(keys.map((key, i) => [key, i]));

@@ -70,6 +70,9 @@ function nothingRecorded(rule: CompiledRule, v: Verdict, delayMs: number): RuleD
   };
 }
 
+/** Whether block() and unblock() without a rule name go under this rule: one of a key that can hold a block. */
+const byHand = (rule: CompiledRule): boolean => rule.algorithm !== 'concurrency' && rule.scope !== 'global';
+
 /** The key a rule counts under in a call: scope `key` takes a string, the others a field of an object; `global` none. */
 type Keys = string | Readonly<Record<string, string>>;
 
@@ -180,16 +183,16 @@ export function referenceLimiter(own: readonly CompiledRule[]) {
           }
         });
       },
-      /** By hand: every rule that can hold a block (not concurrency) holds one for `ms`, forgotten as it ends; counts stay. */
+      /** By hand: every rule of a key that can hold a block (not concurrency, not a global rule) holds one for `ms`, forgotten as it ends; counts stay. */
       block(keys: Keys, now: number, ms: number): void {
         rules.forEach((rule, i) => {
-          if (rule.algorithm !== 'concurrency') blocks.set(id(i, keys), { until: now + ms, length: ms, strike: 0, forgetAt: now + ms });
+          if (byHand(rule)) blocks.set(id(i, keys), { until: now + ms, length: ms, strike: 0, forgetAt: now + ms });
         });
       },
       /** Lifts every block still remembered; the state stays as it stands now (a refund of nothing: gone once it has ended). */
       unblock(keys: Keys, now: number): void {
         rules.forEach((rule, i) => {
-          if (remembered(i, keys, now) === undefined) return;
+          if (!byHand(rule) || remembered(i, keys, now) === undefined) return;
           blocks.delete(id(i, keys));
           const state = get(i, keys);
           if (state === null) return;

@@ -271,8 +271,8 @@ export async function checkTrace(store: Store, [rules = [], ...plans]: RuleOptio
         if (at === undefined) return false;
         under.refund(keys, at, cost);
       } else if (op === 'block' || op === 'unblock') {
-        // By hand, under the limiter's own rules; a limiter of concurrency rules alone has none that can hold a block.
-        if (rules.every((rule) => rule.algorithm === 'concurrency')) continue;
+        // By hand, under the limiter's own rules of a key that can hold a block (none: not concurrency, nor global).
+        if (rules.every((rule) => rule.algorithm === 'concurrency' || rule.scope === 'global')) continue;
         const ms = Math.max(1, Math.round((cost * shortest) / 8));
         if (op === 'block') await limiter.block(keys, ms);
         else await limiter.unblock(keys);
@@ -344,6 +344,57 @@ export function storeContract(name: string, makeStore: () => Store | Promise<Sto
   };
 
   describe(`${name}: the store contract`, () => {
+    it('keeps records (blocks by hand): set, get, delete, and list by prefix in the order of code points, a page at a time; or says it cannot list', async () => {
+      const store = await makeStore();
+      try {
+        const records = store.records;
+        if (records === undefined) {
+          // Records are optional: without them a limiter blocks by hand, but cannot list the blocks.
+          const limiter = createLimiter({ limit: 1, windowMs: 1_000, store, prefix: `contract${traces++}:` });
+          await expect(limiter.blocked()).rejects.toMatchObject({ code: 'ERR_FG_OPTION', message: expect.stringContaining('records') });
+          return;
+        }
+        const space = `contract-records${traces++}:`;
+        // Names a binary collation and a JavaScript sort order differently: é (U+00E9), 𝒳 (U+1D4B3, a surrogate pair), ｚ (U+FF5A).
+        const names = ['b', 'a', 'a:1', 'é', '𝒳', 'ｚ', 'a{x}', "o'k;--", 'z'].map((n) => space + n);
+        for (const [i, n] of names.entries()) await records.set(n, `value ${i} of ${n}`, 600_000);
+        await records.set(`${space}-elsewhere`.replace(space, `other${space}`), 'not listed', 600_000);
+        expect(await records.get([names[0] as string, `${space}missing`, names[4] as string])).toEqual([
+          `value 0 of ${names[0]}`,
+          null,
+          `value 4 of ${names[4]}`,
+        ]);
+        const listed: string[] = [];
+        let after = '';
+        for (let pages = 0; pages < 10; pages++) {
+          const page = await records.list(space, after, 4);
+          expect(page.records.length).toBeLessThanOrEqual(4);
+          for (const [n, value] of page.records) {
+            expect(value).toBe(`value ${names.indexOf(n)} of ${n}`);
+            listed.push(n);
+          }
+          after = page.next;
+          if (after === '') break;
+        }
+        const byCodePoint = [...names].sort((x, y) => {
+          const a = [...x].map((c) => c.codePointAt(0) as number);
+          const b = [...y].map((c) => c.codePointAt(0) as number);
+          for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return (a[i] as number) - (b[i] as number);
+          return a.length - b.length;
+        });
+        expect(listed).toEqual(byCodePoint);
+        await records.delete([names[1] as string, names[2] as string]);
+        expect(await records.get([names[1] as string])).toEqual([null]);
+        expect((await records.list(space, '', 100)).records.map(([n]) => n)).toEqual(byCodePoint.filter((n) => n !== names[1] && n !== names[2]));
+        await records.set(names[0] as string, 'again', 600_000);
+        expect(await records.get([names[0] as string])).toEqual(['again']);
+        await records.delete(names);
+        expect((await records.list(space, '', 100)).records).toEqual([]);
+      } finally {
+        await store.close?.();
+      }
+    });
+
     it(
       'decides random multi-rule, multi-scope traces exactly like the reference, field by field',
       async () => {
