@@ -2,8 +2,6 @@ import type { Decision, KeyBy } from '@floodgate/core';
 import {
   createKeyBy,
   createRateLimitFlow,
-  type Denial,
-  type Outcome,
   proxyTrustOf,
   type RateLimitFlow,
   type RateLimitOptions,
@@ -38,7 +36,7 @@ export type ExpressArgs = [req: Request, res: Response];
  * A custom denial handler. Its fourth argument is the decision with what express-rate-limit's handlers
  * find in their `options` (statusCode, message, limit, windowMs): one copied from there answers as it did.
  */
-export type ExpressHandler = (req: Request, res: Response, next: NextFunction, denial: Denial) => unknown;
+export type ExpressHandler = (req: Request, res: Response, next: NextFunction, denial: RateLimitFlow.Denial) => unknown;
 
 /** Options of `rateLimit()` for Express (see `@floodgate/core` RateLimitOptions). */
 export type ExpressRateLimitOptions = RateLimitOptions<ExpressArgs, ExpressHandler>;
@@ -60,7 +58,7 @@ const reader: RequestReader<ExpressArgs> = {
  */
 export const keyBy: KeyBy<ExpressArgs> = createKeyBy(reader);
 
-function respond(flow: RateLimitFlow<ExpressArgs, ExpressHandler>, outcome: Outcome, req: Request, res: Response, next: NextFunction): void {
+function respond(flow: RateLimitFlow<ExpressArgs, ExpressHandler>, outcome: RateLimitFlow.Outcome, req: Request, res: Response, next: NextFunction): void {
   if (outcome.kind === 'skip') {
     next();
     return;
@@ -73,7 +71,7 @@ function respond(flow: RateLimitFlow<ExpressArgs, ExpressHandler>, outcome: Outc
   }
   if (outcome.custom && flow.handler !== undefined) {
     // A custom handler's deny outcome carries the Denial (createRateLimitFlow).
-    Promise.resolve(flow.handler(req, res, next, outcome.decision as Denial)).catch(next);
+    Promise.resolve(flow.handler(req, res, next, outcome.decision as RateLimitFlow.Denial)).catch(next);
     return;
   }
   res.status(outcome.status).type(outcome.contentType).send(outcome.body);
@@ -102,7 +100,7 @@ export function rateLimit(options: ExpressRateLimitOptions): RequestHandler {
     header: reader.header,
     trust: proxyTrustOf,
   });
-  const answer = (outcome: Outcome, req: Request, res: Response, next: NextFunction): void => {
+  const answer = (outcome: RateLimitFlow.Outcome, req: Request, res: Response, next: NextFunction): void => {
     try {
       respond(flow, outcome, req, res, next);
     } catch (error) {
@@ -111,7 +109,7 @@ export function rateLimit(options: ExpressRateLimitOptions): RequestHandler {
   };
   // runNow(): with a store that answers at once (MemoryStore), the request goes on in the same turn.
   return function floodgateRateLimit(req: Request, res: Response, next: NextFunction): void {
-    let outcome: Outcome | Promise<Outcome>;
+    let outcome: RateLimitFlow.Outcome | Promise<RateLimitFlow.Outcome>;
     try {
       outcome = flow.runNow([req, res]);
     } catch (error) {

@@ -5,8 +5,8 @@ import {
   handlerSignals,
   inheritOptions,
   type OptionLevel,
-  type Outcome,
   proxyTrustOf,
+  type RateLimitFlow,
   type RateLimitOptions,
   type RequestReader,
   settleWhenDone,
@@ -108,7 +108,7 @@ function createHook(options: RateLimitOptions<FastifyArgs, FastifyHandler>): { h
     header: reader.header,
     trust: proxyTrustOf,
   });
-  const answer = (outcome: Outcome, request: FastifyRequest, reply: FastifyReply, done: HookDone): void => {
+  const answer = (outcome: RateLimitFlow.Outcome, request: FastifyRequest, reply: FastifyReply, done: HookDone): void => {
     if (outcome.kind !== 'skip') setHeaders(reply, outcome.headers);
     if (outcome.kind !== 'deny') {
       // The work is over when the handler has sent its reply and the response is sent or cut off.
@@ -129,7 +129,7 @@ function createHook(options: RateLimitOptions<FastifyArgs, FastifyHandler>): { h
   // A callback hook, not an async one: with the memory store the outcome is known at once, and
   // the request goes on without the promises and microtask turns of async functions.
   const hook: Hook = function floodgateRateLimit(request, reply, done) {
-    let outcome: Outcome | Promise<Outcome>;
+    let outcome: RateLimitFlow.Outcome | Promise<RateLimitFlow.Outcome>;
     try {
       outcome = flow.runNow([request, reply]);
     } catch (error) {

@@ -7,7 +7,7 @@
 import type { ApolloServerPlugin, BaseContext, GraphQLRequestListener } from '@apollo/server';
 import type { Limiter } from '@floodgate/core';
 import { getOperationAST } from 'graphql';
-import { decide, errorOf, type OperationLimitOptions, parseOptions, remember, sleep } from './gate.js';
+import { decide, errorOf, type OperationLimitOptions, parseOptions, remember } from './gate.js';
 import { addReport, headersOf } from './headers.js';
 import type { OperationType } from './keys.js';
 
@@ -37,8 +37,8 @@ export type ApolloRateLimitPlugin<TContext extends BaseContext> = ApolloServerPl
  * ```
  */
 export function apolloRateLimit<TContext extends BaseContext = BaseContext>(options: OperationLimitOptions<TContext>): ApolloRateLimitPlugin<TContext> {
-  const config = parseOptions(options as OperationLimitOptions, "@floodgate/graphql's apolloRateLimit()");
-  const { limiter } = config;
+  const { flow, messageOf } = parseOptions(options as OperationLimitOptions, "@floodgate/graphql's apolloRateLimit()");
+  const { limiter } = flow;
   return {
     limiter,
     async requestDidStart(): Promise<GraphQLRequestListener<TContext>> {
@@ -47,7 +47,7 @@ export function apolloRateLimit<TContext extends BaseContext = BaseContext>(opti
         async didResolveOperation(request) {
           const operation = request.operation ?? getOperationAST(request.document, request.operationName);
           if (operation === null || operation === undefined) return;
-          const verdict = await decide(config, {
+          const verdict = await decide(flow, messageOf, {
             context: request.contextValue,
             operationName: operation.name?.value,
             operationType: operation.operation as OperationType,
@@ -61,11 +61,7 @@ export function apolloRateLimit<TContext extends BaseContext = BaseContext>(opti
           }
           // Apollo answers with the status of the error's extensions.http, and strips it.
           if (verdict.kind === 'deny' || verdict.kind === 'fail') throw errorOf(verdict, true);
-          if (verdict.kind !== 'pass') return;
-          const { decision, keys } = verdict;
-          if (decision.allowed && decision.delayMs > 0) await sleep(decision.delayMs);
-          const { leaseId } = decision;
-          if (leaseId !== undefined) release = () => void limiter.release(keys, leaseId).catch(() => {});
+          if (verdict.kind === 'pass' && verdict.decision.leaseId !== undefined) release = () => void flow.settle(verdict);
         },
         async willSendResponse({ response }) {
           for (const [name, value] of headersOf(response)) response.http.headers.set(name.toLowerCase(), value);

@@ -6,17 +6,8 @@
  * (prefix `<prefix><Type>.<field>:`), all of one directive's fields share
  * its store; each resolution is one call, keyed like the operation.
  */
-import {
-  type Decision,
-  ErrorCodes,
-  FloodgateError,
-  isFloodgateError,
-  type Keys,
-  type Limiter,
-  type LimiterOptions,
-  MemoryStore,
-  type RuleOptions,
-} from '@floodgate/core';
+import { ErrorCodes, FloodgateError, type Keys, type Limiter, type LimiterOptions, MemoryStore, type RuleOptions } from '@floodgate/core';
+import { type CallFlow, createCallFlow } from '@floodgate/core/adapter';
 import { getDirective, MapperKind, mapSchema } from '@graphql-tools/utils';
 import {
   type DocumentNode,
@@ -28,8 +19,7 @@ import {
   Kind,
   type OperationDefinitionNode,
 } from 'graphql';
-import { DEFAULT_MESSAGE } from './errors.js';
-import { checkCost, checkFunction, compileKey, describe, errorOf, limiterOf, type Verdict } from './gate.js';
+import { compileMessage, decide, errorOf, type Verdict } from './gate.js';
 import { defaultKey, type OperationArgs, type OperationType } from './keys.js';
 
 /** What the directive's callbacks (`key`, `skip`, `message`) receive: the operation, and the field being resolved. */
@@ -164,7 +154,10 @@ const perOperation = new WeakMap<object, WeakMap<OperationDefinitionNode, Map<st
 export function rateLimitDirective<TContext = any>(options: RateLimitDirectiveOptions<TContext> = {}): RateLimitDirective {
   const where = "@floodgate/graphql's rateLimitDirective()";
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new FloodgateError(ErrorCodes.OPTION, `${where} takes an options object like { key: keyBy.ip() }, got ${describe(options)}.`);
+    throw new FloodgateError(
+      ErrorCodes.OPTION,
+      `${where} takes an options object like { key: keyBy.ip() }, got ${options === null ? 'null' : typeof options}.`,
+    );
   }
   const known = new Set<string>(['name', 'key', 'skip', 'shadow', 'message', ...SHARED_OPTIONS]);
   const unknown = Object.keys(options).filter((name) => !known.has(name));
@@ -176,15 +169,13 @@ export function rateLimitDirective<TContext = any>(options: RateLimitDirectiveOp
   }
   const name = options.name ?? 'rateLimit';
   if (typeof name !== 'string' || !/^[_A-Za-z][_0-9A-Za-z]*$/.test(name)) {
-    throw new FloodgateError(ErrorCodes.OPTION, `name must be a GraphQL name like 'rateLimit', got ${describe(name)}.`);
+    throw new FloodgateError(
+      ErrorCodes.OPTION,
+      `name must be a GraphQL name like 'rateLimit', got ${typeof name === 'string' ? JSON.stringify(name) : typeof name}.`,
+    );
   }
-  const { skip, message, shadow = false } = options;
-  checkFunction(skip, 'skip');
-  if (typeof shadow !== 'boolean') throw new FloodgateError(ErrorCodes.OPTION, `shadow must be true or false, got ${describe(shadow)}.`);
-  if (message !== undefined && typeof message !== 'string' && typeof message !== 'function') {
-    throw new FloodgateError(ErrorCodes.OPTION, `message must be a string or a function of the field, got ${describe(message)}.`);
-  }
-  const keysOf = compileKey<FieldArgs>(options.key, defaultKey);
+  const { key, skip, shadow } = options;
+  const messageOf = compileMessage<FieldArgs>(options.message, 'field');
   // One store for every field (their prefixes keep them apart): a MemoryStore of the directive's own unless one is given.
   const shared: Record<string, unknown> = { store: options.store ?? new MemoryStore() };
   for (const option of SHARED_OPTIONS) if (option !== 'store' && option !== 'prefix' && options[option] !== undefined) shared[option] = options[option];
@@ -207,17 +198,12 @@ export function rateLimitDirective<TContext = any>(options: RateLimitDirectiveOp
     const once = given('perOperation');
     if (costs.length > 1 || once.length > 1)
       throw new FloodgateError(ErrorCodes.OPTION, `${at}: the repeated directives give different cost or perOperation; give them once.`);
-    let cost: number;
-    try {
-      cost = costs[0] === undefined ? 1 : checkCost(costs[0]);
-    } catch (error) {
-      throw new FloodgateError(ErrorCodes.COST, `${at}: ${(error as Error).message}`);
-    }
-    let limiter: Limiter;
+    let flow: CallFlow<[FieldArgs]>;
     try {
       // One directive is one rule in shorthand, so that an error names its argument (`limit must be ...`).
       const ruleOptions = rules.length === 1 ? { ...rules[0] } : { rules };
-      limiter = limiterOf({ ...shared, prefix: `${prefix}${coordinate}:`, ...ruleOptions }, new Set(), at);
+      const fieldOptions = { ...shared, prefix: `${prefix}${coordinate}:`, ...ruleOptions, key, skip, shadow, cost: costs[0] };
+      flow = createCallFlow<[FieldArgs]>(fieldOptions as CallFlow.Options<[FieldArgs]>, { where: at, defaultKey: () => defaultKey });
     } catch (error) {
       const fg = error as FloodgateError;
       throw new FloodgateError(fg.code ?? ErrorCodes.OPTION, `${at}: ${fg.message.replace(/ \[ERR_FG_[A-Z_]+\]$/, '')}`, { cause: error });
@@ -231,8 +217,8 @@ export function rateLimitDirective<TContext = any>(options: RateLimitDirectiveOp
         );
       }
     }
-    limiters.set(coordinate, limiter);
-    return { limiter, cost, perOperation: once[0] === true };
+    limiters.set(coordinate, flow.limiter);
+    return { flow, perOperation: once[0] === true };
   }
 
   function transformer(schema: GraphQLSchema): GraphQLSchema {
@@ -244,26 +230,7 @@ export function rateLimitDirective<TContext = any>(options: RateLimitDirectiveOp
         const coordinate = `${typeName}.${fieldName}`;
         const limit = limitOf(coordinate, usages);
 
-        async function decideField(field: FieldArgs): Promise<Verdict> {
-          try {
-            if (skip !== undefined && (await skip(field))) return { kind: 'skip' };
-            const keys = await keysOf(field);
-            const decidedAt = limit.limiter.now();
-            const decision: Decision = await limit.limiter.consume(keys, limit.cost === 1 ? undefined : { cost: limit.cost });
-            const report = { decision, rules: limit.limiter.rules, decidedAt };
-            if (decision.allowed || shadow) return { kind: 'pass', decision, keys, report };
-            let text = DEFAULT_MESSAGE;
-            try {
-              text = (typeof message === 'function' ? await message(field) : message) ?? DEFAULT_MESSAGE;
-            } catch {
-              // The default text, then.
-            }
-            return { kind: 'deny', decision, keys, report, status: 429, message: text };
-          } catch (error) {
-            if (isFloodgateError(error)) return { kind: 'fail', error };
-            throw error;
-          }
-        }
+        const decideField = (field: FieldArgs): Promise<Verdict> => decide(limit.flow, messageOf, field);
 
         /** The verdict on this resolution: decided now, or (perOperation) the one of the operation's first. */
         function verdictOf(field: FieldArgs): Promise<Verdict> {

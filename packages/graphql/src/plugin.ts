@@ -8,7 +8,7 @@
  */
 import type { Limiter } from '@floodgate/core';
 import type { ExecutionResult, GraphQLError } from 'graphql';
-import { decide, type ExecutionArgsLike, errorOf, type OperationLimitOptions, operationOf, parseOptions, remember, sleep, type Verdict } from './gate.js';
+import { decide, type ExecutionArgsLike, errorOf, type OperationLimitOptions, operationOf, parseOptions, remember, type Verdict } from './gate.js';
 import { addReport, headersOf } from './headers.js';
 
 /** What Envelop hands `onExecute` and `onSubscribe`. */
@@ -118,14 +118,14 @@ async function* refused(error: GraphQLError): AsyncGenerator<ExecutionResult, vo
  */
 // biome-ignore lint/suspicious/noExplicitAny: the server's context type is the app's (see PerOperation)
 export function useRateLimit<TContext = any>(options: OperationLimitOptions<TContext>): RateLimitPlugin {
-  const config = parseOptions(options as OperationLimitOptions, "@floodgate/graphql's useRateLimit()");
-  const { limiter } = config;
+  const { flow, messageOf } = parseOptions(options as OperationLimitOptions, "@floodgate/graphql's useRateLimit()");
+  const { limiter } = flow;
 
   /** Decides; reports to the response when the operation came over HTTP; stops it when denied. undefined when it goes on. */
   async function gate(args: ExecutionArgsLike, stop: (error: GraphQLError, http: boolean) => void): Promise<Verdict | undefined> {
     const operation = operationOf(args);
     if (operation === undefined) return undefined; // execution refuses a document without that operation
-    const verdict = await decide(config, operation);
+    const verdict = await decide(flow, messageOf, operation);
     const request = requestOf(args.contextValue);
     if (verdict.kind === 'pass' || verdict.kind === 'deny') {
       if (request !== undefined) addReport(request, limiter, verdict.keys, verdict.report);
@@ -135,16 +135,12 @@ export function useRateLimit<TContext = any>(options: OperationLimitOptions<TCon
       stop(errorOf(verdict, request !== undefined), request !== undefined);
       return undefined;
     }
-    if (verdict.kind === 'pass' && verdict.decision.allowed && verdict.decision.delayMs > 0) await sleep(verdict.decision.delayMs);
     return verdict;
   }
 
   /** Ends a concurrency lease, if the decision took one. */
-  const releaser = (verdict: Verdict | undefined): (() => void) | undefined => {
-    const leaseId = verdict?.kind === 'pass' ? verdict.decision.leaseId : undefined;
-    if (verdict?.kind !== 'pass' || leaseId === undefined) return undefined;
-    return () => void limiter.release(verdict.keys, leaseId).catch(() => {});
-  };
+  const releaser = (verdict: Verdict | undefined): (() => void) | undefined =>
+    verdict?.kind === 'pass' && verdict.decision.leaseId !== undefined ? () => void flow.settle(verdict) : undefined;
 
   const untilDone = (release: () => void) => (payload: OperationResultPayload) => {
     if (isAsyncIterable(payload.result)) payload.setResult(releasing(payload.result, release));

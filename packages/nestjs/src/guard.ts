@@ -1,5 +1,5 @@
 import type { Decision } from '@floodgate/core';
-import { handlerSignals, type NodeResponse, type Outcome, settleWhenDone } from '@floodgate/core/adapter';
+import { handlerSignals, type NodeResponse, type RateLimitFlow, settleWhenDone } from '@floodgate/core/adapter';
 import {
   type ArgumentsHost,
   type CallHandler,
@@ -75,7 +75,7 @@ const handlers = handlerSignals();
 // biome-ignore lint/suspicious/noExplicitAny: the platform's response object.
 const nodeResponse = (response: any): NodeResponse => response.raw ?? response;
 
-function settleLater(flow: Flow, outcome: Outcome, request: NestRequest, response: NodeResponse): void {
+function settleLater(flow: Flow, outcome: RateLimitFlow.Outcome, request: NestRequest, response: NodeResponse): void {
   const handled = handlers.wait(request);
   // The handler never runs when a later guard or pipe throws, and may answer by itself (@Res()):
   // ending the response ends its work then. The interceptor tells otherwise.

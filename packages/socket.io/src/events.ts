@@ -6,7 +6,7 @@
 import { ErrorCodes, FloodgateError, type Limiter, type LimiterOptions } from '@floodgate/core';
 import type { Socket } from 'socket.io';
 import { denialOf, failureOf } from './denial.js';
-import { type CostOption, createGate, decide, type Gate, type KeyOption, limiterOf, within } from './gate.js';
+import { createGate, decide, type Gate, type KeyOption, within } from './gate.js';
 import type { SocketArgs } from './keys.js';
 
 /**
@@ -48,7 +48,7 @@ export interface EventsOptions {
 
 /** What the events part of rateLimit() needs from the rest of its options. */
 interface Inherited {
-  key: KeyOption;
+  key: KeyOption | undefined;
   /** The limiter options every limit shares (store, timeoutMs, onStoreError, now, localDenyCache). */
   shared: Readonly<Record<string, unknown>>;
   prefix: unknown;
@@ -81,11 +81,10 @@ function gateOf(entry: unknown, prefix: unknown, inherited: Inherited): Gate {
   if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) {
     throw new FloodgateError(ErrorCodes.OPTION, 'an event limit is rule options like { limit: 5, windowMs: 1_000 }, or false for no limit.');
   }
-  const { limiter, key, cost, ...own } = entry as EventLimit;
-  for (const name of Object.keys(own) as (keyof typeof own)[]) if (own[name] === undefined) delete own[name];
-  const options: Record<string, unknown> = limiter === undefined ? { ...inherited.shared, prefix, ...own } : own;
-  // Events always pass their name and arguments: the gate's optional ones are there.
-  return createGate(limiterOf(limiter, options), key ?? inherited.key, cost as CostOption | undefined);
+  const { limiter, key, ...own } = entry as EventLimit;
+  // Store, timeout, onStoreError, clock and deny cache are the connection limit's, unless the event has a limiter of its own.
+  const options = limiter === undefined ? { ...inherited.shared, prefix, ...own } : { limiter, ...own };
+  return createGate({ ...options, key: key ?? inherited.key, skip: inherited.skip });
 }
 
 function checkOptions(options: EventsOptions): { deniedEvent: string; disconnectAfter: DisconnectAfter | undefined } {
@@ -126,9 +125,7 @@ export function eventsGuard(
       ? undefined
       : within('otherEvents', () => gateOf(options.otherEvents, eventPrefix(inherited.prefix, undefined), inherited));
   if (Object.keys(limiters).length === 0 && other === undefined) return { guard: undefined, limiters, otherEvents: undefined };
-  const { skip, now } = inherited;
-
-  const check = async (gate: Gate, args: SocketArgs) => (skip !== undefined && (await skip(...args)) ? undefined : decide(gate, args));
+  const { now } = inherited;
 
   const guard = (socket: Socket): Guard => {
     let breaches: number[] = []; // when this socket's events were denied, within disconnectAfter.windowMs
@@ -147,15 +144,14 @@ export function eventsGuard(
       const last = packet.length - 1;
       const ack = last >= 1 && typeof packet[last] === 'function' ? (packet[last] as (...args: unknown[]) => void) : undefined;
       const args = packet.slice(1, ack === undefined ? packet.length : last);
-      check(gate, [socket, event, args]).then(
-        (decided) => {
-          if (decided === undefined) return next();
-          const { decision, keys } = decided;
-          if (decision.allowed) {
-            const leaseId = decision.leaseId;
-            if (leaseId !== undefined) {
+      decide(gate, [socket, event, args]).then(
+        (verdict) => {
+          if (verdict.kind === 'skip') return next();
+          const { decision } = verdict;
+          if (verdict.kind === 'pass') {
+            if (decision.leaseId !== undefined) {
               // A concurrency rule: the event is in flight until its handler acknowledges it (or, without an ack, once dispatched).
-              const release = () => void gate.limiter.release(keys, leaseId).catch(() => {});
+              const release = () => void gate.settle(verdict);
               if (ack === undefined) setImmediate(release);
               else
                 packet[last] = (...replies: unknown[]) => {

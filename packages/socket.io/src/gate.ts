@@ -1,10 +1,11 @@
 /*
- * A gate: one limiter, and how a connection or an event is keyed and costed
- * under it. The handshake and each event limit are one gate each.
+ * A gate: core's call flow for a connection or an event limit (its limiter,
+ * and how a call is skipped, keyed and costed under it). The handshake and
+ * each event limit are one gate each.
  */
-import { createLimiter, type Decision, ErrorCodes, FloodgateError, isFloodgateError, type Keys, type Limiter, type LimiterOptions } from '@floodgate/core';
-import { isUnmeasured } from '@floodgate/core/adapter';
-import type { SocketArgs } from './keys.js';
+import { type Decision, FloodgateError, isFloodgateError, type Keys } from '@floodgate/core';
+import { type CallFlow, createCallFlow, isUnmeasured } from '@floodgate/core/adapter';
+import { keyBy, type SocketArgs } from './keys.js';
 
 /** A function of the socket (and, for an event, its name and arguments). */
 export type PerSocket<T> = (...args: SocketArgs) => T | Promise<T>;
@@ -19,14 +20,29 @@ export type KeyOption = PerSocket<Keys> | Readonly<Record<string, PerSocket<stri
 /** Units a call takes: a positive integer, or a function of the socket (and event) that returns one. */
 export type CostOption = number | PerSocket<number>;
 
-export interface Gate {
-  readonly limiter: Limiter;
-  keysOf(args: SocketArgs): Promise<Keys>;
-  costOf(args: SocketArgs): Promise<number>;
-}
+/** A connection or event limit: skip, key, cost and its limiter, deciding one call at a time. */
+export type Gate = CallFlow<SocketArgs>;
 
 /** The limiter options every limit of one `rateLimit()` shares: where and how state is kept. */
 export const SHARED_OPTIONS = ['store', 'timeoutMs', 'onStoreError', 'now', 'localDenyCache'] as const;
+
+/** Options of the HTTP adapters that Socket.IO has no use for, with what to do instead. */
+const UNSUPPORTED: Readonly<Record<string, string>> = {
+  headers: 'a Socket.IO denial carries retryAfterMs in its data; getRateLimit(socket) reads the handshake decision',
+  shadow: 'not supported by @floodgate/socket.io',
+};
+
+/** A gate of its options (checked now): a limiter's options or `limiter`, and key, cost and skip. */
+export function createGate(options: Readonly<Record<string, unknown>>): Gate {
+  return createCallFlow<SocketArgs>(options as CallFlow.Options<SocketArgs>, {
+    where: "@floodgate/socket.io's rateLimit()",
+    defaultKey: () => keyBy.ip(),
+    unsupported: UNSUPPORTED,
+  });
+}
+
+/** A gate's verdict, as a promise also when it is decided at once (or fails at once). */
+export const decide = async (gate: Gate, args: SocketArgs): Promise<CallFlow.Verdict> => gate.decide(args);
 
 /** A FloodgateError's message without the ` [ERR_FG_...]` its constructor appends (it appends it again). */
 const bare = (error: FloodgateError): string => error.message.replace(/ \[ERR_FG_[A-Z_]+\]$/, '');
@@ -39,77 +55,6 @@ export function within<T>(where: string, build: () => T): T {
     if (isFloodgateError(error)) throw new FloodgateError(error.code, `${where}: ${bare(error)}`, { cause: error });
     throw error;
   }
-}
-
-/** A user callback: what it throws becomes a FloodgateError of `code` that keeps it as `cause`. */
-async function guarded<T>(fn: PerSocket<T>, args: SocketArgs, code: 'ERR_FG_KEY' | 'ERR_FG_COST', what: string): Promise<T> {
-  try {
-    return await fn(...args);
-  } catch (error) {
-    if (isFloodgateError(error)) throw error;
-    const reason = error instanceof Error ? error.message : typeof error;
-    throw new FloodgateError(code, `The ${what} function threw: ${reason}`, { cause: error });
-  }
-}
-
-function checkCost(cost: unknown): number {
-  if (typeof cost === 'number' && Number.isSafeInteger(cost) && cost >= 1) return cost;
-  const shown = typeof cost === 'number' || typeof cost === 'string' ? JSON.stringify(cost) : typeof cost;
-  throw new FloodgateError(ErrorCodes.COST, `cost must be a positive integer, got ${shown}.`);
-}
-
-/** Key and cost options checked once, at construction. */
-export function createGate(limiter: Limiter, key: KeyOption, cost: CostOption | undefined): Gate {
-  let keysOf: Gate['keysOf'];
-  if (typeof key === 'function') {
-    keysOf = (args) => guarded(key, args, ErrorCodes.KEY, 'key');
-  } else {
-    const scopes = typeof key === 'object' && key !== null && !Array.isArray(key) ? Object.entries(key) : [];
-    if (scopes.length === 0 || scopes.some(([, fn]) => typeof fn !== 'function')) {
-      throw new FloodgateError(
-        ErrorCodes.OPTION,
-        'key must be a function of the socket, or an object of key functions by scope like { ip: keyBy.ip(), user: (socket) => socket.data.userId }.',
-      );
-    }
-    keysOf = async (args) => {
-      const keys: Record<string, string> = {};
-      for (const [scope, fn] of scopes) keys[scope] = await guarded(fn, args, ErrorCodes.KEY, `key.${scope}`);
-      return keys;
-    };
-  }
-  let costOf: Gate['costOf'];
-  if (typeof cost === 'function') costOf = async (args) => checkCost(await guarded(cost, args, ErrorCodes.COST, 'cost'));
-  else {
-    const units = cost === undefined ? 1 : checkCost(cost);
-    costOf = () => Promise.resolve(units);
-  }
-  return { limiter, keysOf, costOf };
-}
-
-/** The limiter of a limit: the one given, or one made of its options (refused together). */
-export function limiterOf(given: Limiter | undefined, options: Readonly<Record<string, unknown>>): Limiter {
-  if (given === undefined) return createLimiter(options as LimiterOptions); // createLimiter checks every option
-  const also = Object.keys(options).filter((name) => !(SHARED_OPTIONS as readonly string[]).includes(name));
-  if (also.length > 0) {
-    throw new FloodgateError(ErrorCodes.OPTION, `got both 'limiter' and ${also.map((n) => `'${n}'`).join(', ')}; set those on the shared limiter instead.`);
-  }
-  if (typeof given !== 'object' || given === null || typeof given.consume !== 'function') {
-    throw new FloodgateError(ErrorCodes.OPTION, 'limiter must be a limiter from createLimiter().');
-  }
-  return given;
-}
-
-/** What a gate decided about a call, with the keys it was decided under (to release a lease). */
-export interface Decided {
-  readonly decision: Decision;
-  readonly keys: Keys;
-}
-
-/** Key, cost, consume: the decision on one call; rejects with a FloodgateError for a bad key or cost. */
-export async function decide(gate: Gate, args: SocketArgs): Promise<Decided> {
-  const keys = await gate.keysOf(args);
-  const cost = await gate.costOf(args);
-  return { decision: await gate.limiter.consume(keys, cost === 1 ? undefined : { cost }), keys };
 }
 
 /** Whether onStoreError 'allow' or 'deny' made this decision, rather than a rule (or an insurance limiter): it carries no numbers. */

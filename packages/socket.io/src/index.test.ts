@@ -208,6 +208,20 @@ describe('events (socket.use)', () => {
     ]);
   });
 
+  it("delays an event by a leaky bucket's delayMs in mode 'shape', as the HTTP adapters delay a request", async () => {
+    const now = 5_000_000; // a still clock: each event queues behind the last, 100 ms apart
+    const limit = rateLimit({ now: () => now, events: { chat: { algorithm: 'leaky-bucket', mode: 'shape', limit: 10, windowMs: 1000, burst: 5 } } });
+    const { url, received } = await recording(limit, ['chat']);
+    const client = await connected(url);
+    const started = performance.now();
+    const acks = await Promise.all([0, 1, 2].map((i) => client.emitWithAck('chat', i)));
+    const elapsed = performance.now() - started;
+    expect(acks).toEqual(['ok', 'ok', 'ok']);
+    expect(received).toEqual([0, 1, 2].map((i) => ['chat', i]));
+    // The third waited out two drips (0, 100 and 200 ms of delay): at least 200 ms, whatever the machine's speed.
+    expect(elapsed).toBeGreaterThanOrEqual(195);
+  });
+
   it('puts the events not listed under otherEvents, all counted together; false exempts an event', async () => {
     const limit = rateLimit({ events: { ping: false, chat: { limit: 100, windowMs: 60_000 } }, otherEvents: { limit: 2, windowMs: 60_000 } });
     const { url, received } = await recording(limit, ['a', 'b', 'c', 'ping', 'chat']);

@@ -7,8 +7,8 @@ import { type Decision, ErrorCodes, FloodgateError, type Limiter, type LimiterOp
 import type { Socket } from 'socket.io';
 import { denialOf, failureOf, type RateLimitDenial } from './denial.js';
 import { type EventsOptions, eventsGuard } from './events.js';
-import { type CostOption, createGate, decide, type Gate, type KeyOption, limiterOf, SHARED_OPTIONS } from './gate.js';
-import { keyBy, type SocketArgs } from './keys.js';
+import { type CostOption, createGate, decide, type Gate, type KeyOption, SHARED_OPTIONS } from './gate.js';
+import type { SocketArgs } from './keys.js';
 
 export {
   createLimiter,
@@ -49,7 +49,8 @@ export interface RateLimitMiddleware {
   };
 }
 
-const ADAPTER_OPTIONS = new Set(['limiter', 'key', 'cost', 'skip', 'message', 'events', 'otherEvents', 'deniedEvent', 'disconnectAfter']);
+/** The options of `rateLimit()` beyond the connection limit's (its limiter's, key, cost, skip). */
+const SOCKET_OPTIONS = ['message', 'events', 'otherEvents', 'deniedEvent', 'disconnectAfter'];
 const DEFAULT_MESSAGE = 'Too many connections, please try again later.';
 const UNAVAILABLE_MESSAGE = 'Service unavailable: the rate limiter cannot reach its store.';
 
@@ -69,18 +70,22 @@ export function getRateLimit(socket: Socket): Decision | undefined {
   return handshakes.get(socket);
 }
 
+const isShared = (name: string): boolean => (SHARED_OPTIONS as readonly string[]).includes(name);
+
+/** The options of the connection limit (none: no connection limit), and the limiter options every event limit shares. */
 function split(options: SocketRateLimitOptions) {
-  const limiterOptions: Record<string, unknown> = {};
+  const connection: Record<string, unknown> = {};
   const shared: Record<string, unknown> = {};
+  let limited = options.limiter !== undefined;
   for (const [name, value] of Object.entries(options)) {
-    if (value === undefined || ADAPTER_OPTIONS.has(name)) continue;
-    limiterOptions[name] = value;
-    if ((SHARED_OPTIONS as readonly string[]).includes(name)) shared[name] = value;
+    if (value === undefined || SOCKET_OPTIONS.includes(name)) continue;
+    if (isShared(name)) shared[name] = value;
+    // A connection limit needs a rule (or a limiter); options that only say where state lives are for the events.
+    else if (!['limiter', 'key', 'cost', 'skip', 'prefix'].includes(name)) limited = true;
+    // With a limiter of its own, the connection limit leaves those to the events.
+    if (!(isShared(name) && options.limiter !== undefined)) connection[name] = value;
   }
-  // A connection limit needs a rule (or a limiter); options that only say where state lives are for the events.
-  const limited =
-    options.limiter !== undefined || Object.keys(limiterOptions).some((name) => !(SHARED_OPTIONS as readonly string[]).includes(name) && name !== 'prefix');
-  return { limiterOptions, shared, limited };
+  return { connection: limited ? connection : undefined, shared };
 }
 
 /**
@@ -110,15 +115,13 @@ export function rateLimit(options: SocketRateLimitOptions): RateLimitMiddleware 
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new FloodgateError(ErrorCodes.OPTION, "@floodgate/socket.io's rateLimit() takes an options object like { limit: 10, windowMs: 60_000 }.");
   }
-  const { limiterOptions, shared, limited } = split(options);
-  const key: KeyOption = options.key ?? keyBy.ip();
-  if (options.skip !== undefined && typeof options.skip !== 'function') throw new FloodgateError(ErrorCodes.OPTION, 'skip must be a function.');
   const message = options.message ?? DEFAULT_MESSAGE;
   if (typeof message !== 'string') throw new FloodgateError(ErrorCodes.OPTION, 'message must be a string (the message of the connect_error).');
-  const skip = options.skip;
-
-  const connection: Gate | undefined = limited ? createGate(limiterOf(options.limiter, limiterOptions), key, options.cost) : undefined;
-  const events = eventsGuard(options, { key, shared, prefix: options.prefix, now: options.now ?? Date.now, skip });
+  if (options.skip !== undefined && typeof options.skip !== 'function') throw new FloodgateError(ErrorCodes.OPTION, 'skip must be a function.');
+  const limits = split(options);
+  const connection: Gate | undefined = limits.connection === undefined ? undefined : createGate(limits.connection);
+  const { key, skip, prefix } = options;
+  const events = eventsGuard(options, { key, shared: limits.shared, prefix, now: options.now ?? Date.now, skip });
 
   const refusal = (decision: Decision): Error & { data: RateLimitDenial } => {
     const data = denialOf(decision);
@@ -127,13 +130,13 @@ export function rateLimit(options: SocketRateLimitOptions): RateLimitMiddleware 
 
   /** The handshake: undefined to admit, or the error that refuses. */
   const handshake = async (socket: Socket): Promise<Error | undefined> => {
-    if (connection === undefined || (skip !== undefined && (await skip(socket)))) return undefined;
-    const { decision, keys } = await decide(connection, [socket]);
-    if (!decision.allowed) return refusal(decision);
-    handshakes.set(socket, decision);
-    const leaseId = decision.leaseId;
+    if (connection === undefined) return undefined;
+    const verdict = await decide(connection, [socket]);
+    if (verdict.kind === 'skip') return undefined;
+    if (verdict.kind === 'deny') return refusal(verdict.decision);
+    handshakes.set(socket, verdict.decision);
     // A concurrency rule counts open connections: the lease ends with the connection.
-    if (leaseId !== undefined) socket.once('disconnect', () => connection.limiter.release(keys, leaseId).catch(() => {}));
+    if (verdict.decision.leaseId !== undefined) socket.once('disconnect', () => connection.settle(verdict));
     return undefined;
   };
 

@@ -3,7 +3,7 @@
  * (429), a store that failed closed SERVICE_UNAVAILABLE (503), a bad key or
  * cost INTERNAL_SERVER_ERROR (500) carrying the FloodgateError.
  */
-import { type Decision, ErrorCodes, FloodgateError, isFloodgateError, RateLimitedError } from '@floodgate/core';
+import { type Decision, ErrorCodes, isFloodgateError, RateLimitedError } from '@floodgate/core';
 import { isUnmeasured } from '@floodgate/core/adapter';
 import { TRPCError } from '@trpc/server';
 
@@ -22,19 +22,14 @@ export function denial(decision: Decision, message: string): TRPCError {
 }
 
 /**
- * A callback's error as the call fails with it: a TRPCError passes as it is (a key function
- * may throw UNAUTHORIZED); anything else becomes a FloodgateError of `code` (ERR_FG_KEY,
- * ERR_FG_COST) that keeps it as `cause`.
+ * An error met while deciding a call, as the call fails with it. A FloodgateError (a bad key or
+ * cost) is INTERNAL_SERVER_ERROR with its message and code, but one that wraps a callback's
+ * TRPCError (a key function's UNAUTHORIZED) gives that TRPCError back, as the callback meant it;
+ * anything else (what skip throws) passes as it is.
  */
-export function fromCallback(error: unknown, code: typeof ErrorCodes.KEY | typeof ErrorCodes.COST, what: string): Error {
-  if (error instanceof TRPCError || isFloodgateError(error)) return error;
-  const reason = error instanceof Error ? error.message : String(error);
-  return new FloodgateError(code, `The ${what} function threw: ${reason}`, { cause: error });
-}
-
-/** A FloodgateError met while deciding a call (a bad key or cost): INTERNAL_SERVER_ERROR, with its message and code. */
 export function failure(error: unknown): unknown {
   if (!isFloodgateError(error)) return error;
+  if (error.cause instanceof TRPCError) return error.cause;
   return new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: error.message, cause: error });
 }
 

@@ -4,8 +4,8 @@
  * `TRPCError` `TOO_MANY_REQUESTS` whose cause carries `retryAfterMs`; the rate-limit headers
  * go on the HTTP response when the context exposes it.
  */
-import type { Decision, Keys, Limiter } from '@floodgate/core';
-import type { PolicyReport } from '@floodgate/core/adapter';
+import type { Decision, Limiter } from '@floodgate/core';
+import type { CallFlow } from '@floodgate/core/adapter';
 import { denial, failure } from './errors.js';
 import { report, responseHeadersOf } from './headers.js';
 import type { ProcedureType, TrpcCall } from './keys.js';
@@ -60,11 +60,6 @@ export function getRateLimit(ctx: unknown): Decision | undefined {
   return typeof ctx === 'object' && ctx !== null ? (ctx as { [RATE_LIMIT]?: Decision })[RATE_LIMIT] : undefined;
 }
 
-/** Waits out a shaping delay (leaky-bucket, mode 'shape'), in steps setTimeout can hold. */
-async function sleep(ms: number): Promise<void> {
-  for (let left = ms; left > 0; left -= 2_147_483_647) await new Promise((resolve) => setTimeout(resolve, Math.min(left, 2_147_483_647)));
-}
-
 /** A subscription's iterable, ending `release` with it: a concurrency lease lasts as long as the subscription. */
 async function* releasing<T>(iterable: AsyncIterable<T>, release: () => void): AsyncGenerator<T, unknown> {
   try {
@@ -93,35 +88,25 @@ async function* releasing<T>(iterable: AsyncIterable<T>, release: () => void): A
  * ```
  */
 export function rateLimit<TContext = object, TInput = unknown>(options: TrpcRateLimitOptions<TContext, TInput>): RateLimitMiddleware<TContext, TInput> {
-  const config = parseOptions(options as TrpcRateLimitOptions<never, never>);
-  const { limiter } = config;
+  const { flow, messageOf } = parseOptions(options as TrpcRateLimitOptions<never, never>);
+  const { limiter } = flow;
 
   async function floodgateRateLimit<TResult>(opts: RateLimitMiddlewareOptions<TContext, TInput, TResult>): Promise<TResult> {
     const call: TrpcCall<unknown, unknown> = { ctx: opts.ctx, path: opts.path, type: opts.type, input: opts.input };
-    if (config.skip !== undefined && (await config.skip(call))) return opts.next();
-    let keys: Keys;
-    let cost: number;
-    let decision: Decision;
-    let decidedAt: number;
+    let verdict: CallFlow.Verdict;
     try {
-      keys = await config.keysOf(call);
-      cost = await config.costOf(call);
-      // The time the decision is about: X-RateLimit-Reset is this plus resetMs.
-      decidedAt = limiter.now();
-      decision = await limiter.consume(keys, cost === 1 ? undefined : { cost });
+      verdict = await flow.decide([call]);
     } catch (error) {
       throw failure(error);
     }
+    if (verdict.kind === 'skip') return opts.next();
+    const { decision } = verdict;
     const response = responseHeadersOf(opts.ctx);
-    if (response !== undefined) {
-      const decided: PolicyReport = { decision, rules: limiter.rules, decidedAt, headers: config.headers, label: opts.path, shadow: config.shadow };
-      report(response, limiter, keys, decided);
-    }
-    if (!decision.allowed && !config.shadow) throw denial(decision, await config.messageOf(call));
-    if (decision.allowed && decision.delayMs > 0) await sleep(decision.delayMs);
+    if (response !== undefined) report(response, limiter, verdict.keys, { ...verdict.report, label: opts.path });
+    if (verdict.kind === 'deny') throw denial(decision, await messageOf(call));
 
-    const { leaseId } = decision;
-    const release = leaseId === undefined ? undefined : () => void limiter.release(keys, leaseId).catch(() => {});
+    // A concurrency rule's lease lasts as long as the procedure (a subscription: as long as it is subscribed).
+    const release = decision.leaseId === undefined ? undefined : () => void flow.settle(verdict);
     let result: TResult;
     try {
       result = await opts.next({ ctx: { [RATE_LIMIT]: decision } });

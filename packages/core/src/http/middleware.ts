@@ -1,45 +1,24 @@
+import { type CallFlow, decideCall, releaseLease } from '../call-flow.js';
 import type { Decision } from '../decision.js';
 import type { Keys } from '../keys.js';
 import { drive, isPromise, type Later, wait } from '../later.js';
-import { type ConsumeOptions, consumeNow, isUnmeasured, type Limiter } from '../limiter.js';
-import type { LimiterOptions } from '../options.js';
+import { isUnmeasured, type Limiter } from '../limiter.js';
 import type { RuleOptions } from '../rules.js';
 import { sleep } from '../sleep.js';
 import { DEFAULT_MESSAGE, parseFlowOptions, render } from './flow-options.js';
-import { type HeadersMode, type PolicyReport, partitionKeys, rateLimitHeaders } from './headers.js';
+import { type PolicyReport, partitionKeys, rateLimitHeaders } from './headers.js';
 import type { KeyFunction } from './keys.js';
 import { problemResponse } from './problem.js';
 import type { ProxyTrust } from './proxy-trust.js';
 import { settleTaken } from './settle.js';
 
 /**
- * The options every adapter's `rateLimit()` takes: everything `createLimiter`
- * takes (or `limiter`, to share one), plus how to read and answer requests.
- * `Args` is what the framework hands a middleware (`[req, res]`, `[ctx]`,
- * `[c]`); `Handler` is the adapter's denial handler type.
+ * The options every HTTP adapter's `rateLimit()` takes: those of every call
+ * flow (the limiter's, key, cost, skip, shadow, headers), plus how to answer
+ * requests. `Args` is what the framework hands a middleware (`[req, res]`,
+ * `[ctx]`, `[c]`); `Handler` is the adapter's denial handler type.
  */
-export interface RateLimitOptions<Args extends unknown[], Handler> extends Omit<LimiterOptions, 'limit' | 'rules'> {
-  /**
-   * Units per window: a number, or a function of the request (a plan, a
-   * tenant): `(req) => (req.user?.paid ? 1000 : 100)`. Counts are kept per
-   * rule name, so a client whose limit changes keeps its count.
-   */
-  limit?: number | ((...args: Args) => number | Promise<number>);
-  /** Several rules, all of which must pass: a list, or a function of the request that returns one (return one of a few constant lists). */
-  rules?: readonly RuleOptions[] | ((...args: Args) => readonly RuleOptions[] | Promise<readonly RuleOptions[]>);
-  /** A limiter to use instead of creating one: share it between routes. Not together with limiter options (but `limit` or `rules` as functions). */
-  limiter?: Limiter;
-  /**
-   * The key(s) a request is limited under: a function (scope `key`; it may also
-   * return an object of keys by scope), or an object of functions, one per
-   * scope the rules use: `{ ip: keyBy.ip(), user: keyBy.header('x-user-id') }`.
-   * @defaultValue keyBy.ip()
-   */
-  key?: KeyFunction<Args> | ((...args: Args) => Keys | Promise<Keys>) | Readonly<Record<string, KeyFunction<Args>>>;
-  /** Units a request takes: a positive integer, or a function of the request. @defaultValue 1 */
-  cost?: number | ((...args: Args) => number | Promise<number>);
-  /** Requests for which this returns true are not limited at all. */
-  skip?: (...args: Args) => boolean | Promise<boolean>;
+export interface RateLimitOptions<Args extends unknown[], Handler> extends CallFlow.Options<Args> {
   /** Status of a denial. @defaultValue 429 */
   statusCode?: number;
   /**
@@ -50,15 +29,6 @@ export interface RateLimitOptions<Args extends unknown[], Handler> extends Omit<
   message?: string | object | ((...args: Args) => string | object | undefined | Promise<string | object | undefined>);
   /** Full control of the denial response (headers are already set). */
   handler?: Handler;
-  /**
-   * Which rate-limit headers to send: `'legacy'` (`X-RateLimit-*`), the IETF
-   * drafts `'draft-6'`, `'draft-7'`, `'draft-8'`, `'draft-10'`, `'both'`
-   * (legacy and draft-8), or `false`. Several limiters on one request are
-   * reported together (the most restrictive for one-policy headers, every
-   * policy for draft-8 and draft-10), and with different modes the response
-   * carries the fields of each mode, all built from every limiter. @defaultValue 'legacy'
-   */
-  headers?: HeadersMode;
   /**
    * Answer denials with an `application/problem+json` body (RFC 9457) of the
    * rate-limit draft's problem types: `quota-exceeded` with the
@@ -86,8 +56,6 @@ export interface RateLimitOptions<Args extends unknown[], Handler> extends Omit<
    * ```
    */
   settle?: (...args: Args) => number | undefined | Promise<number | undefined>;
-  /** Decide, set headers and emit events, but never deny: a dark launch. */
-  shadow?: boolean;
   /** Requests from these IP addresses/CIDR ranges (or for which the function is true) are never limited. */
   allowList?: readonly string[] | ((...args: Args) => boolean | Promise<boolean>);
   /** Requests from these IP addresses/CIDR ranges (or for which the function is true) get 403 without a store call. */
@@ -101,86 +69,96 @@ export interface RateLimitOptions<Args extends unknown[], Handler> extends Omit<
 }
 
 /**
- * What a custom `handler` is given about a denial: the decision, and what an
- * express-rate-limit handler finds in its `options` argument (`statusCode`,
- * `message`, `limit` and `windowMs` of the binding rule), so that one copied
- * from it answers as it did there.
+ * The request flow behind every HTTP adapter: a call flow (`createCallFlow`) with
+ * allow and deny lists, rate-limit headers, denial bodies and statuses, and
+ * refunds by status around it.
  */
-export interface Denial extends Decision {
-  /** The status the denial would be answered with: `statusCode` (429), or 503 when the store failed and onStoreError denied. */
-  readonly statusCode: number;
-  /** The `message` option as given (a function stays a function), or the default text. */
-  readonly message: unknown;
-  /** The binding rule's `windowMs`. */
-  readonly windowMs: number;
-}
-
-/** What the flow decided about a request; the adapter turns it into a response. */
-export type Outcome =
-  | { readonly kind: 'skip' }
-  | {
-      readonly kind: 'pass';
-      readonly decision: Decision;
-      /** The rate-limit headers as they stood when this limiter decided (`flow.headersOf(outcome)` recomputes them). */
-      readonly headers: (readonly [name: string, value: string])[];
-      /** What every limiter that decided this request so far reported, this one last: the headers' source. */
-      readonly reports: readonly PolicyReport[];
-      /**
-       * Set when units were taken and `settle` may give them back (skipSuccessfulRequests, skipFailedRequests)
-       * or adjust them to the units the `settle` option reports, which it calls with `args`.
-       */
-      readonly taken:
-        | { readonly keys: Keys; readonly cost: number; readonly rules: readonly RuleOptions[] | undefined; readonly args: readonly unknown[] }
-        | undefined;
-      /** Set when a concurrency rule leased units: `settle` ends the lease. */
-      readonly lease: { readonly keys: Keys; readonly leaseId: string; readonly rules: readonly RuleOptions[] | undefined } | undefined;
-    }
-  | {
-      readonly kind: 'deny';
-      readonly decision: Decision;
-      readonly headers: (readonly [name: string, value: string])[];
-      readonly reports: readonly PolicyReport[];
-      readonly status: number;
-      /** Whether the adapter answers with the custom `handler` (rate-limit denials when one is set), else with body and contentType. */
-      readonly custom: boolean;
-      readonly body: string;
-      readonly contentType: string;
-    };
-
-/** The framework-neutral request flow behind every adapter. */
 export interface RateLimitFlow<Args extends unknown[], Handler> {
   readonly limiter: Limiter;
   /** The custom denial handler, if any. */
   readonly handler: Handler | undefined;
   /** Whether `settle` has work to do for this outcome: a refund to decide or a lease to end. */
-  mustSettle(outcome: Outcome): boolean;
+  mustSettle(outcome: RateLimitFlow.Outcome): boolean;
   /**
    * Runs skip, key, cost and the limiter, and waits out a shaping delay.
    * Rejects with a FloodgateError (status 500) for a bad key or cost, which
    * the adapter passes to the framework's error path.
    */
-  run(args: Args): Promise<Outcome>;
+  run(args: Args): Promise<RateLimitFlow.Outcome>;
   /**
    * `run()` without a promise when every callback and the store answered synchronously
    * (the memory store): for adapters whose framework takes a synchronous answer. Throws
    * what run() rejects with.
    */
-  runNow(args: Args): Outcome | Promise<Outcome>;
+  runNow(args: Args): RateLimitFlow.Outcome | Promise<RateLimitFlow.Outcome>;
   /**
    * Tells the flow how the response ended (`undefined`: it failed or was cut off): ends leases, refunds
    * as configured, or settles the cost the `settle` option reports, which gets the request's arguments,
    * then `after` (the fetch adapter's Response, which its arguments do not hold). Resolves once that is
    * done; never rejects (failures go to the limiter's 'error' event).
    */
-  settle(outcome: Outcome, status: number | undefined, ...after: unknown[]): Promise<void>;
+  settle(outcome: RateLimitFlow.Outcome, status: number | undefined, ...after: unknown[]): Promise<void>;
   /**
    * The rate-limit headers of an outcome as they stand now, over every limiter
    * that has decided the request since: for adapters that set headers after
    * the handler ran (a fetch handler wrapped twice), so that the outer one does
    * not overwrite the inner one's with fewer policies.
    */
-  headersOf(outcome: Outcome): (readonly [name: string, value: string])[];
+  headersOf(outcome: RateLimitFlow.Outcome): (readonly [name: string, value: string])[];
 }
+
+export declare namespace RateLimitFlow {
+  /**
+   * What a custom `handler` is given about a denial: the decision, and what an
+   * express-rate-limit handler finds in its `options` argument (`statusCode`,
+   * `message`, `limit` and `windowMs` of the binding rule), so that one copied
+   * from it answers as it did there.
+   */
+  export interface Denial extends Decision {
+    /** The status the denial would be answered with: `statusCode` (429), or 503 when the store failed and onStoreError denied. */
+    readonly statusCode: number;
+    /** The `message` option as given (a function stays a function), or the default text. */
+    readonly message: unknown;
+    /** The binding rule's `windowMs`. */
+    readonly windowMs: number;
+  }
+
+  /** What the flow decided about a request; the adapter turns it into a response. */
+  export type Outcome =
+    | { readonly kind: 'skip' }
+    | {
+        readonly kind: 'pass';
+        readonly decision: Decision;
+        /** The rate-limit headers as they stood when this limiter decided (`flow.headersOf(outcome)` recomputes them). */
+        readonly headers: (readonly [name: string, value: string])[];
+        /** What every limiter that decided this request so far reported, this one last: the headers' source. */
+        readonly reports: readonly PolicyReport[];
+        /**
+         * Set when units were taken and `settle` may give them back (skipSuccessfulRequests, skipFailedRequests)
+         * or adjust them to the units the `settle` option reports, which it calls with `args`.
+         */
+        readonly taken:
+          | { readonly keys: Keys; readonly cost: number; readonly rules: readonly RuleOptions[] | undefined; readonly args: readonly unknown[] }
+          | undefined;
+        /** Set when a concurrency rule leased units: `settle` ends the lease. */
+        readonly lease: { readonly keys: Keys; readonly leaseId: string; readonly rules: readonly RuleOptions[] | undefined } | undefined;
+      }
+    | {
+        readonly kind: 'deny';
+        readonly decision: Decision;
+        readonly headers: (readonly [name: string, value: string])[];
+        readonly reports: readonly PolicyReport[];
+        readonly status: number;
+        /** Whether the adapter answers with the custom `handler` (rate-limit denials when one is set), else with body and contentType. */
+        readonly custom: boolean;
+        readonly body: string;
+        readonly contentType: string;
+      };
+}
+
+/** What the flow decided about a request (`RateLimitFlow.Outcome`). */
+export type Outcome = RateLimitFlow.Outcome;
+type Denial = RateLimitFlow.Denial;
 
 /**
  * What the limiters of a request reported, in the order they decided
@@ -234,7 +212,8 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
   },
 ): RateLimitFlow<Args, Handler> {
   const config = parseFlowOptions<Args, Handler>(options as RateLimitOptions<Args, Handler> & Record<string, unknown>, adapter);
-  const { limiter, skip, denied, allowed, keysOf, validate, costOf, rulesOf, headersMode, shadow, skipSuccessfulRequests, skipFailedRequests, settle } = config;
+  const { call, denied, allowed, validate, skipSuccessfulRequests, skipFailedRequests, settle } = config;
+  const { limiter, skip, headersMode } = call;
   const refunds = skipSuccessfulRequests || skipFailedRequests || settle !== undefined;
   const requestOf = adapter.request ?? ((...args: Args) => args[0] as object);
 
@@ -248,25 +227,16 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
     if (denied !== undefined && (yield* wait(denied(adapter.clientIp(...args), args)))) return denyListed(args);
     if (allowed !== undefined && (yield* wait(allowed(adapter.clientIp(...args), args)))) return SKIP;
 
-    const keys = yield* wait(keysOf(args));
-    validate?.(args, typeof keys === 'string' ? keys : Object.values(keys).join('}'));
-    const cost = yield* wait(costOf(args));
-    const rules = rulesOf === undefined ? undefined : yield* wait(rulesOf(args));
-
-    // The time the decision is about: X-RateLimit-Reset is this plus resetMs, whatever happens after.
-    const decidedAt = limiter.now();
-    const call: ConsumeOptions | undefined = rules !== undefined ? { cost, rules } : cost === 1 ? undefined : { cost };
-    const decision = yield* wait(consumeNow(limiter, keys, call));
+    // Key (seen by the setup warnings), cost, rules, consume: the call flow's steps.
+    const verdict = yield* decideCall(call, args, validate);
+    const { decision, keys, cost, rules } = verdict;
     adapter.expose(decision, ...args);
 
-    const inForce = rules === undefined ? limiter.rules : limiter.rulesFor(rules);
-    // Built field by field: spreading optional parts costs a request an object copy each.
-    const report: { -readonly [K in keyof PolicyReport]: PolicyReport[K] } = { decision, rules: inForce, decidedAt, headers: headersMode };
-    if (shadow) report.shadow = shadow;
-    if (headersMode === 'draft-10' && decision.storeError === undefined) report.partitionKeys = yield* wait(partitionKeys(inForce, keys));
+    let { report } = verdict;
+    if (headersMode === 'draft-10' && decision.storeError === undefined) report = { ...report, partitionKeys: yield* wait(partitionKeys(report.rules, keys)) };
     const reports = reportOn(requestOf(...args), report);
 
-    if (!decision.allowed && !shadow) return denial(args, decision, reports);
+    if (verdict.kind === 'deny') return denial(args, decision, reports);
     const taken = refunds && decision.allowed && decision.storeError === undefined ? { keys, cost, rules, args } : undefined;
     const lease = decision.leaseId === undefined ? undefined : { keys, leaseId: decision.leaseId, rules };
     const outcome: Outcome = { kind: 'pass', decision, headers: rateLimitHeaders(reports, headersMode, undefined), reports, taken, lease };
@@ -335,7 +305,7 @@ export function createRateLimitFlow<Args extends unknown[], Handler>(
       if (outcome.kind !== 'pass') return DONE;
       // release() and refund() report store failures through the limiter's 'error' event and never reject for them.
       const { lease, taken } = outcome;
-      const released = lease === undefined ? DONE : limiter.release(lease.keys, lease.leaseId, lease.rules && { rules: lease.rules }).catch(() => {});
+      const released = lease === undefined ? DONE : releaseLease(limiter, lease.keys, lease.leaseId, lease.rules);
       if (taken === undefined) return released;
       const failed = status === undefined || status >= 400;
       let settled = DONE;
@@ -431,7 +401,7 @@ export interface NodeResponse {
  */
 export function settleWhenDone<Args extends unknown[], Handler>(
   flow: RateLimitFlow<Args, Handler>,
-  outcome: Outcome,
+  outcome: RateLimitFlow.Outcome,
   res: NodeResponse,
   handler?: Promise<number>,
 ): void {
