@@ -63,12 +63,15 @@ describe('normalizeIp', () => {
   });
 
   it('keeps its memo bounded: a stream of new addresses neither grows it nor changes an answer', () => {
+    // One expect at the end: 25,000 of them take seconds on a busy machine.
+    const wrong: string[] = [];
     for (let i = 0; i < 25_000; i++) {
       const v6 = `2001:db8:${(i >> 8).toString(16)}:${(i & 255).toString(16)}::1`;
-      expect(normalizeIp(v6, 64)).toBe(plainKey(v6, 64));
+      if (normalizeIp(v6, 64) !== plainKey(v6, 64)) wrong.push(v6);
     }
+    expect(wrong).toEqual([]);
     expect(normalizeIp('203.0.113.9', 64)).toBe('203.0.113.9');
-  });
+  }, 30_000);
 
   it('drops a port: 1.2.3.4:80 and [2001:db8::1]:80 are the addresses, a bare IPv6 keeps its last group', () => {
     expect(normalizeIp('203.0.113.9:4711')).toBe('203.0.113.9');
