@@ -1,0 +1,373 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createLimiter, type Limiter, RedisRuleSource, RedisStore, type RuleOptions } from '@floodgate/core';
+import { freePort, startRedis, useRedisServer } from '@floodgate/test-support';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+
+const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
+const redis = useRedisServer();
+const dir = mkdtempSync(join(tmpdir(), 'floodgate-cli-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+interface Ran {
+  code: number;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+/** Runs the built bin as a user would, against the test's Redis unless `--redis` says otherwise. */
+function floodgate(...args: string[]): Promise<Ran> {
+  const started = Date.now();
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [BIN, ...args],
+      { env: { ...process.env, FLOODGATE_REDIS_URL: `redis://127.0.0.1:${redis.server.port}` }, timeout: 20_000 },
+      (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
+        resolve({ code, stdout, stderr, ms: Date.now() - started });
+      },
+    );
+  });
+}
+
+const RULES: RuleOptions[] = [
+  { name: 'per-minute', algorithm: 'fixed-window', limit: 10, windowMs: 60_000 },
+  { name: 'per-day', algorithm: 'sliding-window', limit: 100, windowMs: 86_400_000 },
+];
+
+let files = 0;
+/** A rules file in the test's folder. */
+function rulesFile(text: string, extension = 'yaml'): string {
+  const path = join(dir, `rules-${++files}.${extension}`);
+  writeFileSync(path, text);
+  return path;
+}
+const rulesJson = (rules: readonly RuleOptions[]) => rulesFile(JSON.stringify(rules), 'json');
+
+let prefixes = 0;
+const limiters: Limiter[] = [];
+afterEach(async () => {
+  for (const limiter of limiters.splice(0)) await limiter.close();
+});
+
+/** A prefix of the test's own, and a limiter of the test process on it (the application's, in real life). */
+function app(rules: readonly RuleOptions[] = RULES): { prefix: string; limiter: Limiter } {
+  const prefix = `t${++prefixes}:`;
+  const limiter = createLimiter({ rules: [...rules], store: new RedisStore({ client: redis.client }), prefix });
+  limiters.push(limiter);
+  return { prefix, limiter };
+}
+
+const json = (ran: Ran) => {
+  expect(ran.stderr).toBe('');
+  expect(ran.code).toBe(0);
+  return JSON.parse(ran.stdout);
+};
+
+describe('inspect', () => {
+  it("shows every rule's state for the key and consumes nothing", async () => {
+    const { prefix, limiter } = app();
+    for (let i = 0; i < 3; i++) await limiter.consume('user:42');
+    const rules = rulesJson(RULES);
+
+    const first = json(await floodgate('inspect', 'user:42', '--rules', rules, '--prefix', prefix, '--json'));
+    expect(first).toMatchObject({ key: 'user:42', allowed: true, rule: 'per-minute' });
+    expect(first.rules).toEqual([
+      expect.objectContaining({ name: 'per-minute', scope: 'key', algorithm: 'fixed-window', limit: 10, remaining: 7, blocked: null }),
+      expect.objectContaining({ name: 'per-day', scope: 'key', algorithm: 'sliding-window', limit: 100, remaining: 97, blocked: null }),
+    ]);
+    expect(first.rules[0].resetMs).toBeGreaterThan(0);
+    expect(first.rules[0].resetMs).toBeLessThanOrEqual(60_000);
+
+    const table = await floodgate('inspect', 'user:42', '--rules', rules, '--prefix', prefix);
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(/^user:42: a call would be allowed \(binding rule: per-minute\)/);
+    expect(table.stdout).toMatch(/RULE +SCOPE +ALGORITHM +LIMIT +REMAINING +FULL IN +BLOCKED/);
+    expect(table.stdout).toMatch(/per-minute +key +fixed-window +10 +7 /);
+    expect((await limiter.peek('user:42')).remaining).toBe(7);
+  });
+
+  it('takes the rules from the RedisRuleSource key --rules names, and exits 3 when nothing is stored there', async () => {
+    const { prefix, limiter } = app();
+    await limiter.consume('k');
+    await new RedisRuleSource({ client: redis.client, key: `${prefix}rules`, pollMs: 0 }).publish(RULES);
+    const seen = json(await floodgate('inspect', 'k', '--rules', `${prefix}rules`, '--prefix', prefix, '--json'));
+    expect(seen.rules.map((r: { remaining: number }) => r.remaining)).toEqual([9, 99]);
+
+    const missing = await floodgate('inspect', 'k', '--rules', `${prefix}nothing-here`, '--prefix', prefix);
+    expect(missing.code).toBe(3);
+    expect(missing.stdout).toBe('');
+    expect(missing.stderr).toMatch(/no rules are stored in the Redis key 't\d+:nothing-here'.*\[ERR_FG_NOT_FOUND\]/);
+  });
+});
+
+describe('block, unblock, blocked', () => {
+  it('blocks the key for every process sharing the store: denied with blocked.manual and the reason; unblock lets it in again', async () => {
+    const { prefix, limiter } = app();
+    const rules = rulesJson(RULES);
+    const ran = await floodgate('block', 'user:42', '--for', '1m', '--reason', 'credential stuffing', '--rules', rules, '--prefix', prefix);
+    expect(ran).toMatchObject({ code: 0, stderr: '' });
+    expect(ran.stdout).toMatch(/^blocked user:42 for 1m, until \S+, under per-minute, per-day: credential stuffing/);
+
+    const denied = await limiter.consume('user:42');
+    expect(denied.allowed).toBe(false);
+    expect(denied.blocked).toMatchObject({ manual: true, reason: 'credential stuffing' });
+    expect(denied.retryAfterMs).toBeGreaterThan(50_000);
+    expect(denied.retryAfterMs).toBeLessThanOrEqual(60_000);
+    expect((await limiter.consume('user:43')).allowed).toBe(true);
+
+    const seen = json(await floodgate('inspect', 'user:42', '--rules', rules, '--prefix', prefix, '--json'));
+    expect(seen.allowed).toBe(false);
+    expect(seen.rules[0].blocked).toMatchObject({ manual: true, reason: 'credential stuffing', strike: 0 });
+    expect(Date.parse(seen.rules[0].blocked.until)).toBe(seen.rules[0].blocked.untilMs);
+    const table = await floodgate('inspect', 'user:42', '--rules', rules, '--prefix', prefix);
+    expect(table.stdout).toMatch(/by hand until \S+ \((?:1m|\d+s) left\): credential stuffing/);
+
+    const list = json(await floodgate('blocked', '--rules', rules, '--prefix', prefix, '--json'));
+    expect(list.cursor).toBe('');
+    expect(list.items).toEqual([
+      expect.objectContaining({ key: 'user:42', scope: 'key', rule: 'per-day', manual: true, reason: 'credential stuffing' }),
+      expect.objectContaining({ key: 'user:42', scope: 'key', rule: 'per-minute', manual: true, reason: 'credential stuffing' }),
+    ]);
+
+    const unblocked = await floodgate('unblock', 'user:42', '--rules', rules, '--prefix', prefix);
+    expect(unblocked).toMatchObject({ code: 0, stdout: 'unblocked user:42\n' });
+    expect((await limiter.consume('user:42')).allowed).toBe(true);
+    expect(json(await floodgate('blocked', '--rules', rules, '--prefix', prefix, '--json')).items).toEqual([]);
+    expect((await floodgate('blocked', '--rules', rules, '--prefix', prefix)).stdout).toBe('no key is blocked\n');
+  });
+
+  it('blocks and unblocks under the one rule --rule names; another name is ERR_FG_OPTION, exit 2', async () => {
+    const { prefix, limiter } = app();
+    const rules = rulesJson(RULES);
+    expect((await floodgate('block', 'k', '--for', '30s', '--rule', 'per-day', '--rules', rules, '--prefix', prefix)).code).toBe(0);
+    const denied = await limiter.peek('k');
+    expect(denied.rules.map((r) => r.allowed)).toEqual([true, false]);
+    expect(denied.rule).toBe('per-day');
+
+    const wrong = await floodgate('unblock', 'k', '--rule', 'per-week', '--rules', rules, '--prefix', prefix);
+    expect(wrong.code).toBe(2);
+    expect(wrong.stderr).toMatch(/rule must name one of this limiter's rules.*per-week.*\[ERR_FG_OPTION\]\n$/);
+    expect((await limiter.peek('k')).allowed).toBe(false);
+
+    expect((await floodgate('unblock', 'k', '--rule', 'per-day', '--rules', rules, '--prefix', prefix)).code).toBe(0);
+    expect((await limiter.peek('k')).allowed).toBe(true);
+  });
+
+  it('blocks keys of other scopes given with --scope', async () => {
+    const scoped: RuleOptions[] = [{ name: 'per-ip', scope: 'ip', limit: 5, windowMs: 10_000 }];
+    const { prefix, limiter } = app(scoped);
+    const ran = await floodgate('block', '--scope', 'ip=203.0.113.9', '--for', '10s', '--rules', rulesJson(scoped), '--prefix', prefix);
+    expect(ran).toMatchObject({ code: 0, stderr: '' });
+    expect(ran.stdout).toMatch(/^blocked ip=203.0.113.9 for 10s/);
+    expect((await limiter.consume({ ip: '203.0.113.9' })).blocked?.manual).toBe(true);
+    expect((await limiter.consume({ ip: '203.0.113.10' })).allowed).toBe(true);
+  });
+
+  it('lists blocked keys a page at a time with --count and --cursor', async () => {
+    const { prefix } = app();
+    const rules = rulesJson([{ name: 'only', limit: 1, windowMs: 1_000 }]);
+    for (const key of ['a', 'b', 'c']) expect((await floodgate('block', key, '--for', '1m', '--rules', rules, '--prefix', prefix)).code).toBe(0);
+
+    const first = json(await floodgate('blocked', '--count', '2', '--rules', rules, '--prefix', prefix, '--json'));
+    expect(first.items.map((i: { key: string }) => i.key)).toEqual(['a', 'b']);
+    expect(first.cursor).not.toBe('');
+    const table = await floodgate('blocked', '--count', '2', '--rules', rules, '--prefix', prefix);
+    expect(table.stdout).toMatch(/KEY +SCOPE +RULE +UNTIL +LEFT +BY +REASON\na +key +only /);
+    expect(table.stdout).toContain('more: floodgate blocked --cursor ');
+
+    const second = json(await floodgate('blocked', '--count', '2', '--cursor', first.cursor, '--rules', rules, '--prefix', prefix, '--json'));
+    expect(second).toMatchObject({ items: [expect.objectContaining({ key: 'c' })], cursor: '' });
+
+    const tooMany = await floodgate('blocked', '--count', '0', '--rules', rules, '--prefix', prefix);
+    expect(tooMany.code).toBe(2);
+    expect(tooMany.stderr).toContain('[ERR_FG_OPTION]');
+  });
+});
+
+describe('reset', () => {
+  it('forgets the key in every rule: a key at its limit is allowed again', async () => {
+    const { prefix, limiter } = app([{ name: 'tight', algorithm: 'fixed-window', limit: 2, windowMs: 60_000 }]);
+    await limiter.consume('k');
+    await limiter.consume('k');
+    expect((await limiter.consume('k')).allowed).toBe(false);
+    const ran = await floodgate(
+      'reset',
+      'k',
+      '--rules',
+      rulesJson(limiter.rules.map((r) => ({ name: r.name, algorithm: 'fixed-window', limit: 2, windowMs: 60_000 }))),
+      '--prefix',
+      prefix,
+    );
+    expect(ran).toMatchObject({ code: 0, stdout: 'reset k under tight\n', stderr: '' });
+    expect((await limiter.consume('k')).remaining).toBe(1);
+  });
+});
+
+describe('rules', () => {
+  it('apply validates the file and publishes it through RedisRuleSource: attached limiters decide under it', async () => {
+    const { prefix, limiter } = app([{ name: 'default', limit: 100, windowMs: 60_000 }]);
+    const key = `${prefix}rules`;
+    const source = new RedisRuleSource({ client: redis.client, key, pollMs: 0 });
+    await source.attach(limiter);
+    try {
+      const file = rulesFile('# one call a minute\nrules:\n  - name: default\n    algorithm: fixed-window\n    limit: 1\n    windowMs: 60000\n');
+      const ran = await floodgate('rules', 'apply', file, '--rules', key, '--json');
+      expect(json(ran)).toEqual({
+        file,
+        key,
+        channel: `${key}:changed`,
+        published: true,
+        rules: [{ name: 'default', algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }],
+      });
+      await expect.poll(() => limiter.rules[0]?.limit, { timeout: 2_000 }).toBe(1);
+      expect((await limiter.consume('k')).allowed).toBe(true);
+      expect((await limiter.consume('k')).allowed).toBe(false);
+
+      const got = json(await floodgate('rules', 'get', '--rules', key, '--json'));
+      expect(got).toEqual({ key, rules: [{ name: 'default', algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }] });
+      const table = await floodgate('rules', 'get', '--rules', key);
+      expect(table.stdout).toMatch(/NAME +SCOPE +ALGORITHM +LIMIT +WINDOW +OPTIONS\ndefault +key +fixed-window +1 +1m/);
+    } finally {
+      source.close();
+    }
+  });
+
+  it('refuses a file that fails validation with its code, exit 2, and pushes nothing', async () => {
+    const { prefix, limiter } = app([{ name: 'default', limit: 100, windowMs: 60_000 }]);
+    const key = `${prefix}rules`;
+    const before = JSON.stringify([{ name: 'default', limit: 5, windowMs: 1_000 }]);
+    await redis.client.set(key, before);
+    const subscriber = redis.server.client();
+    const announced: string[] = [];
+    subscriber.on('message', (_channel: string, message: string) => announced.push(message));
+    await subscriber.subscribe(`${key}:changed`);
+
+    const cases: [string, RegExp][] = [
+      [rulesFile('- name: default\n  limit: 0\n  windowMs: 1000\n'), /limit.*\[ERR_FG_LIMIT\]/],
+      [
+        rulesJson([
+          { name: 'a', limit: 1, windowMs: 1000 },
+          { name: 'a', limit: 2, windowMs: 1000 },
+        ]),
+        /\[ERR_FG_DUPLICATE_RULE\]/,
+      ],
+      [rulesFile('- name: default\n  limit: 5\n  windowMs: 1000\n  algorithm: leaky\n'), /\[ERR_FG_ALGORITHM\]/],
+      [rulesFile('- name: default\n  limit: [5\n'), /is not valid YAML.*\[ERR_FG_RULES\]/s],
+      [rulesFile('{"name": "default", "limit": 5,', 'json'), /is not valid JSON.*\[ERR_FG_RULES\]/s],
+      [rulesFile('just words'), /must hold a list of rules.*\[ERR_FG_RULES\]/],
+      [join(dir, 'no-such-file.yaml'), /cannot read the rules file .*no such file.*\[ERR_FG_FILE\]/],
+    ];
+    for (const [file, message] of cases) {
+      const ran = await floodgate('rules', 'apply', file, '--rules', key);
+      expect(ran.code, file).toBe(2);
+      expect(ran.stdout).toBe('');
+      expect(ran.stderr).toMatch(message);
+    }
+    const dryRun = await floodgate('rules', 'apply', rulesJson([{ name: 'default', limit: 7, windowMs: 1_000 }]), '--rules', key, '--dry-run');
+    expect(dryRun.code).toBe(0);
+    expect(dryRun.stdout).toMatch(/1 valid rule \(dry run: nothing published\)/);
+
+    expect(await redis.client.get(key)).toBe(before);
+    await new Promise((resolve) => setTimeout(resolve, 100)); // an announcement would have arrived by now
+    expect(announced).toEqual([]);
+    expect(limiter.rules[0]?.limit).toBe(100);
+    subscriber.disconnect();
+  });
+
+  it('get reads a rules file too; apply needs a Redis key, not a file', async () => {
+    const file = rulesFile('name: solo\nlimit: 3\nwindowMs: 2000\nburst: 6\nalgorithm: token-bucket\n');
+    const got = json(await floodgate('rules', 'get', '--rules', file, '--json'));
+    expect(got).toEqual({ file, rules: [{ name: 'solo', limit: 3, windowMs: 2000, burst: 6, algorithm: 'token-bucket' }] });
+    const refused = await floodgate('rules', 'apply', file, '--rules', file);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/--rules must name its Redis key.*\[ERR_FG_USAGE\]/);
+  });
+});
+
+describe('usage', () => {
+  it.each([
+    [[], /no command given/, 'ERR_FG_USAGE'],
+    [['top'], /unknown command 'top'/, 'ERR_FG_USAGE'],
+    [['rules', 'delete'], /'rules' takes 'get' or 'apply <file>'/, 'ERR_FG_USAGE'],
+    [['inspect'], /inspect takes the key/, 'ERR_FG_USAGE'],
+    [['inspect', 'a', 'b'], /inspect takes one argument/, 'ERR_FG_USAGE'],
+    [['inspect', 'k', '--fro', '1m'], /Unknown option '--fro'/, 'ERR_FG_USAGE'],
+    [['unblock', 'k', '--for', '1m'], /unblock takes no --for/, 'ERR_FG_USAGE'],
+    [['block', 'k'], /block needs --for <duration>/, 'ERR_FG_USAGE'],
+    [['block', 'k', '--for', '15'], /'15' is not a duration: it has no unit/, 'ERR_FG_DURATION'],
+    [['block', 'k', '--for', '1.5m'], /'1.5m' is not a duration/, 'ERR_FG_DURATION'],
+    [['block', 'k', '--for', '30s15m'], /from the largest down/, 'ERR_FG_DURATION'],
+    [['blocked', '--count', 'ten'], /--count takes a whole number/, 'ERR_FG_USAGE'],
+    [['inspect', 'k', '--scope', 'ip'], /--scope takes <scope>=<key>/, 'ERR_FG_USAGE'],
+    [['inspect', 'k', '--redis', 'http://127.0.0.1:6379'], /must be a redis:\/\/ or rediss:\/\/ URL/, 'ERR_FG_USAGE'],
+    [['inspect', 'k', '--timeout', 'soon'], /'soon' is not a duration/, 'ERR_FG_DURATION'],
+  ])('floodgate %j exits 2 and names the problem', async (args, message, code) => {
+    const ran = await floodgate(...args);
+    expect(ran.code).toBe(2);
+    expect(ran.stdout).toBe('');
+    expect(ran.stderr).toMatch(message);
+    expect(ran.stderr).toMatch(new RegExp(`^floodgate: .*\\[${code}\\]\\n$`, 's'));
+  });
+
+  it('--help prints the commands, flags and exit codes', async () => {
+    const ran = await floodgate('--help');
+    expect(ran.code).toBe(0);
+    for (const word of ['inspect <key>', 'block <key> --for <duration>', 'rules apply <file>', '--redis <url>', 'Exit codes'])
+      expect(ran.stdout).toContain(word);
+  });
+
+  it('refuses a bad key with core ERR_FG_KEY, exit 2', async () => {
+    const ran = await floodgate('inspect', '', '--rules', rulesJson(RULES));
+    expect(ran.code).toBe(2);
+    expect(ran.stderr).toContain('[ERR_FG_KEY]');
+  });
+});
+
+describe('when Redis is down', () => {
+  it.each([['inspect', 'k'], ['block', 'k', '--for', '1m'], ['unblock', 'k'], ['reset', 'k'], ['blocked'], ['rules', 'get']])(
+    'floodgate %s exits 1 within a few seconds on a port nobody listens on',
+    async (...args) => {
+      const port = await freePort();
+      const ran = await floodgate(...args, '--redis', `redis://127.0.0.1:${port}`, '--rules', 'fg:rules');
+      expect(ran.code).toBe(1);
+      expect(ran.stdout).toBe('');
+      expect(ran.stderr).toMatch(new RegExp(`cannot connect to Redis at redis://127.0.0.1:${port}.*ECONNREFUSED.*\\[ERR_FG_STORE_UNAVAILABLE\\]`));
+      expect(ran.ms).toBeLessThan(5_000);
+    },
+  );
+
+  it('rules apply exits 1 when Redis is down, after validating the file', async () => {
+    const port = await freePort();
+    const ran = await floodgate('rules', 'apply', rulesJson(RULES), '--redis', `redis://127.0.0.1:${port}`);
+    expect(ran.code).toBe(1);
+    expect(ran.stderr).toContain('[ERR_FG_STORE_UNAVAILABLE]');
+  });
+
+  it('exits 1 at --timeout when Redis accepts the connection but never answers', async () => {
+    const frozen = await startRedis();
+    frozen.pause();
+    try {
+      const ran = await floodgate('inspect', 'k', '--redis', `redis://127.0.0.1:${frozen.port}`, '--rules', rulesJson(RULES), '--timeout', '1s');
+      expect(ran.code).toBe(1);
+      expect(ran.stderr).toMatch(/no answer within 1000 ms.*\[ERR_FG_STORE_TIMEOUT\]/);
+      expect(ran.ms).toBeLessThan(5_000);
+    } finally {
+      frozen.resume();
+      await frozen.stop();
+    }
+  });
+
+  it('hides the password of the URL in messages', async () => {
+    const port = await freePort();
+    const ran = await floodgate('inspect', 'k', '--redis', `redis://:s3cret@127.0.0.1:${port}`);
+    expect(ran.code).toBe(1);
+    expect(ran.stderr).not.toContain('s3cret');
+    expect(ran.stderr).toContain('redis://:***@127.0.0.1');
+  });
+});
