@@ -102,11 +102,16 @@ $create$`;
 /** A SQL string literal (standard_conforming_strings: only quotes are doubled). */
 const literal = (text: string): string => `'${text.replaceAll("'", "''")}'`;
 
-/** Reads the rows of a call's keys, in the keys' order, with the database's clock. $1: the keys as a JSON array. */
+/**
+ * Reads the rows of a call's keys, in the keys' order, with the database's clock. $1: the keys as a JSON array.
+ * One index lookup per key, whatever the table holds: a plain join lets the planner, which takes a JSON array
+ * for 100 keys, hash the whole table instead (a scan per call, ~0.9 ms at 4,000 rows); LIMIT 1 keeps the
+ * lookup a subquery of its own.
+ */
 export const readSql = (names: Names): string =>
   `SELECT s.value, s.version::float8 AS version, s.expires_at::float8 AS expires_at, ${NOW_MS}::float8 AS now
 FROM jsonb_array_elements_text($1::text::jsonb) WITH ORDINALITY AS k(key, i)
-LEFT JOIN ${names.table} s ON s.key = k.key
+LEFT JOIN LATERAL (SELECT value, version, expires_at FROM ${names.table} WHERE key = k.key LIMIT 1) s ON true
 ORDER BY k.i`;
 
 /** Writes a call's states. $1: the writes as JSON (see the function). */

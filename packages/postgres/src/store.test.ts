@@ -6,7 +6,7 @@ import pg from 'pg';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrationSql } from './schema.js';
-import { PostgresStore } from './store.js';
+import { type PgPoolLike, type PostgresJsLike, PostgresStore } from './store.js';
 
 const database = usePostgres();
 let pool: pg.Pool;
@@ -74,6 +74,66 @@ describe('PostgresStore', () => {
     statements.length = 0;
     await limiter.peek('k');
     expect(statements).toEqual(['SELECT']);
+  });
+
+  it('prepares its statements on a pg Pool and through postgres.js: the same name for the same statement, never for the DDL', async () => {
+    const names: (string | undefined)[] = [];
+    const spied: PgPoolLike = {
+      query: (config) => {
+        names.push(config.name);
+        return pool.query(config);
+      },
+    };
+    const prepared: (boolean | undefined)[] = [];
+    const spiedSql: PostgresJsLike = {
+      unsafe: (text, values, options) => {
+        prepared.push(options?.prepare);
+        return sql.unsafe(text, values, options);
+      },
+    };
+    for (const [client, store] of Object.entries({
+      pg: new PostgresStore({ pool: spied, table: table('named') }),
+      js: new PostgresStore({ client: spiedSql, table: table('named') }),
+    })) {
+      const limiter = createLimiter({ limit: 5, windowMs: 60_000, store, prefix: `named-${client}:`, onStoreError: 'deny' });
+      expect((await limiter.consume('k')).remaining).toBe(4);
+      expect((await limiter.consume('k')).remaining).toBe(3);
+      expect((await limiter.peek('k')).remaining).toBe(3);
+    }
+    // The DDL first, then read, write, read, write, read.
+    expect(names[0]).toBeUndefined();
+    expect(names.slice(1)).toHaveLength(5);
+    expect(new Set(names.slice(1)).size).toBe(2);
+    for (const name of names.slice(1)) expect(name).toMatch(/^floodgate_\w+$/);
+    expect(prepared).toEqual([false, true, true, true, true, true]);
+  });
+
+  it('goes on unnamed when the server lost its prepared statements (a pooler that does not keep them, as PgBouncer before 1.21)', async () => {
+    const single = new pg.Pool({ connectionString: database.url, max: 1 });
+    try {
+      const names: (string | undefined)[] = [];
+      const spied: PgPoolLike = {
+        query: (config) => {
+          names.push(config.name);
+          return single.query(config);
+        },
+      };
+      const limiter = createLimiter({ limit: 10, windowMs: 60_000, store: new PostgresStore({ pool: spied, table: table('lost') }), onStoreError: 'deny' });
+      const errors: Error[] = [];
+      limiter.on('error', ({ error }) => errors.push(error));
+      expect((await limiter.consume('k')).remaining).toBe(9);
+      // The server forgets them; pg's client still counts on them, as when a pooler moves it to another server connection.
+      await single.query('DEALLOCATE ALL');
+      names.length = 0;
+      expect(await limiter.consume('k')).toMatchObject({ allowed: true, remaining: 8 });
+      expect(await limiter.consume('k')).toMatchObject({ allowed: true, remaining: 7 });
+      expect(errors).toEqual([]);
+      // The statement that failed, the same one unnamed, and every one after it unnamed.
+      expect(names[0]).toMatch(/^floodgate_/);
+      expect(names.slice(1)).toEqual(names.slice(1).map(() => undefined));
+    } finally {
+      await single.end();
+    }
   });
 
   it('keeps one row per key and rule, and keys of any characters apart (NUL, quotes, braces, emoji)', async () => {

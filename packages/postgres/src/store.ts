@@ -1,22 +1,9 @@
 import { ErrorCodes, FloodgateError } from '@floodgate/core';
 import { KeyValueStore, VersionedBackend, type VersionedDatabase, type VersionedRead, type VersionedWrite } from '@floodgate/core/store';
+import { type PgPoolLike, type PostgresJsLike, type PostgresRow, type QueryFunction, type Runner, runnerOf } from './clients.js';
 import { createSql, isTableName, listSql, type Names, namesOf, readSql, sweepSql, writeSql } from './schema.js';
 
-/** A row as drivers hand it over. */
-export type PostgresRow = Record<string, unknown>;
-
-/** node-postgres: a `Pool` (or a `Client`). */
-export interface PgPoolLike {
-  query(text: string, values: string[]): Promise<{ rows: PostgresRow[] }>;
-}
-
-/** postgres.js: the `sql` function `postgres()` returns. */
-export interface PostgresJsLike {
-  unsafe(text: string, values: string[]): PromiseLike<readonly PostgresRow[]>;
-}
-
-/** One parameterized statement, its rows back: what Drizzle, Kysely, Prisma (`$queryRawUnsafe`) or a serverless driver can run. */
-export type QueryFunction = (text: string, params: string[]) => Promise<readonly PostgresRow[] | { rows: readonly PostgresRow[] }>;
+export type { PgPoolLike, PostgresJsLike, PostgresRow, QueryFunction };
 
 export interface PostgresStoreOptions {
   /** A node-postgres `Pool` (or `Client`). One of `pool`, `client` and `query` is required. */
@@ -45,38 +32,6 @@ const OPTIONS = ['pool', 'client', 'query', 'table', 'createTable', 'unlogged', 
 
 const describe = (value: unknown): string => (typeof value === 'string' ? `'${value}'` : value === null ? 'null' : typeof value);
 
-/** The one statement runner over whichever client was given. */
-/** Every parameter is text (JSON where it is a list): drivers bind text alike. */
-function runnerOf(options: PostgresStoreOptions): (text: string, params: string[]) => Promise<readonly PostgresRow[]> {
-  const given = [options.pool, options.client, options.query].filter((c) => c !== undefined);
-  if (given.length !== 1) {
-    throw new FloodgateError(
-      ErrorCodes.OPTION,
-      `PostgresStore takes one of pool (a pg Pool), client (a postgres.js sql) or query (a function that runs a statement), got ${given.length === 0 ? 'none' : 'several'}.`,
-    );
-  }
-  const client = given[0] as unknown;
-  if (typeof (client as PostgresJsLike).unsafe === 'function') {
-    const sql = client as PostgresJsLike;
-    return async (text, params) => [...(await sql.unsafe(text, params))];
-  }
-  if (typeof (client as PgPoolLike).query === 'function') {
-    const pool = client as PgPoolLike;
-    return async (text, params) => (await pool.query(text, params)).rows;
-  }
-  if (typeof client === 'function') {
-    const query = client as QueryFunction;
-    return async (text, params) => {
-      const result = await query(text, params);
-      return Array.isArray(result) ? result : (result as { rows: readonly PostgresRow[] }).rows;
-    };
-  }
-  throw new FloodgateError(
-    ErrorCodes.OPTION,
-    `PostgresStore pool/client must be a pg Pool or a postgres.js sql, and query a function, got ${describe(client)}.`,
-  );
-}
-
 /** PostgreSQL text holds no NUL: a key's NUL is stored as %00 (a key's own % is %25 already, so the two never meet). */
 const storable = (key: string): string => (key.includes('\u0000') ? key.replaceAll('\u0000', '%00') : key);
 
@@ -87,7 +42,7 @@ const isConflict = (error: unknown): boolean => {
 
 /** The table's statements over whichever client was given, for VersionedBackend. */
 class PostgresDatabase implements VersionedDatabase {
-  private readonly run: (text: string, params: string[]) => Promise<readonly PostgresRow[]>;
+  private readonly run: Runner;
   private readonly names: Names;
   private readonly statements: { read: string; write: string; sweep: string; list: string };
   private ready: Promise<void> | undefined;
@@ -136,7 +91,7 @@ class PostgresDatabase implements VersionedDatabase {
   /** Creates the table on first use (createTable), once per store; a failure is tried again by the next call. */
   private created(): Promise<void> {
     if (!this.createTable) return Promise.resolve();
-    this.ready ??= this.run(createSql(this.names, this.unlogged), []).then(
+    this.ready ??= this.run(createSql(this.names, this.unlogged), [], true).then(
       () => undefined,
       (error: unknown) => {
         // A read-only server (a replica, or read-only on purpose) cannot create: reads go on, writes fail as store errors.
