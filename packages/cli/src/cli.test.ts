@@ -103,6 +103,7 @@ describe('inspect', () => {
     expect(missing.code).toBe(3);
     expect(missing.stdout).toBe('');
     expect(missing.stderr).toMatch(/no rules are stored in the Redis key 't\d+:nothing-here'.*\[ERR_FG_NOT_FOUND\]/);
+    expect((await floodgate('rules', 'get', '--rules', `${prefix}nothing-here`)).code).toBe(3);
   });
 });
 

@@ -6,9 +6,10 @@
  * {@link run}; it is exported for scripts that would rather call it in
  * process.
  */
+import { ErrorCodes } from '@floodgate/core';
 import { type Command, parseInvocation } from './args.js';
 import { block, blocked, inspect, type Result, reset, rulesApply, rulesGet, unblock } from './commands.js';
-import { type CliError, type ExitCode, ExitCodes, toCliError } from './errors.js';
+import { CliError, type ExitCode, ExitCodes, toCliError } from './errors.js';
 import { HELP } from './help.js';
 import { json } from './output.js';
 import { deadline } from './redis.js';
@@ -49,8 +50,10 @@ export async function run(argv: readonly string[], io: RunIo = {}): Promise<Exit
     session = new Session(options);
     // Each step waits at most timeoutMs (connecting, each command); the whole command, a few steps, is bounded too.
     const limit = options.timeoutMs * 4;
-    const result = await deadline(dispatch(session, command), limit, () =>
-      toCliError(new Error(`the command timed out: Redis did not finish it within ${limit} ms`)),
+    const result = await deadline(
+      dispatch(session, command),
+      limit,
+      () => new CliError(ErrorCodes.STORE_TIMEOUT, `Redis did not finish the command within ${limit} ms (4 times --timeout)`, ExitCodes.STORE),
     );
     stdout(`${options.json ? json(result.json) : result.text}\n`);
     return ExitCodes.OK;
