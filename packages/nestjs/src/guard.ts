@@ -14,7 +14,9 @@ import {
   type OnModuleInit,
 } from '@nestjs/common';
 import { HttpAdapterHost, MetadataScanner, ModulesContainer, Reflector } from '@nestjs/core';
-import { finalize, type Observable, tap } from 'rxjs';
+import { finalize, map, type Observable, tap } from 'rxjs';
+import { denialOf, failureOf } from './answers.js';
+import { type NestCall, remember, resolveCall } from './contexts.js';
 import { type Flow, inherit, type Level, type NestRateLimitOptions, type NestRequest } from './options.js';
 
 /** Injection token of the module's options, merged into a Level. */
@@ -88,8 +90,9 @@ function settleLater(flow: Flow, outcome: RateLimitFlow.Outcome, request: NestRe
 }
 
 /**
- * The global guard `FloodgateModule` installs: limits every HTTP route with
- * the options of the module, its controller's `@RateLimit()` and its own.
+ * The global guard `FloodgateModule` installs: limits every HTTP route, gateway
+ * message and GraphQL resolver with the options of the module, its class's
+ * `@RateLimit()` and its own.
  */
 @Injectable()
 export class RateLimitGuard implements CanActivate, OnModuleInit {
@@ -104,23 +107,33 @@ export class RateLimitGuard implements CanActivate, OnModuleInit {
     @Inject(ModulesContainer) private readonly modules: ModulesContainer,
   ) {}
 
-  /** Builds every route's flow, so that bad `@RateLimit()` options fail at startup. */
+  /**
+   * Builds every route's flow, and those of gateways and resolvers with a `@RateLimit()` (or
+   * `@SkipRateLimit()`), so that bad options fail at startup.
+   */
   onModuleInit(): void {
     const scanner = new MetadataScanner();
+    const decorated = (target: unknown) => this.reflector.get(RATE_LIMIT_METADATA, target as never) !== undefined;
     for (const module of this.modules.values()) {
-      for (const { metatype } of module.controllers.values()) {
+      const classes = [...module.controllers.values(), ...module.providers.values()].map(({ metatype }) => metatype);
+      for (const [i, metatype] of classes.entries()) {
         // The controller's methods and those it inherits, as Nest's router finds them: any of them may be a route.
         const prototype = (metatype as { prototype?: Record<string, object> } | null)?.prototype;
-        for (const name of scanner.getAllMethodNames(prototype ?? null))
-          this.levelOf(metatype as object, (prototype as Record<string, object>)[name] as object);
+        if (typeof metatype !== 'function' || prototype === undefined) continue;
+        const names = scanner.getAllMethodNames(prototype);
+        // Providers are gateways, resolvers or services: only those with Floodgate's decorators are built now.
+        if (i >= module.controllers.size && !decorated(metatype) && !names.some((name) => decorated(prototype[name]))) continue;
+        for (const name of names) this.levelOf(metatype, prototype[name] as object);
       }
     }
   }
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
-    if (context.getType() !== 'http') return true;
+    const type = context.getType<string>();
+    if (type !== 'http' && type !== 'ws' && type !== 'graphql') return true;
     const levels = this.levelOf(context.getClass(), context.getHandler());
     if (levels.length === 0) return true;
+    if (type !== 'http') return this.limitCall(levels, await (resolveCall(context) as NestCall | Promise<NestCall>), context);
     const http = context.switchToHttp();
     const request = http.getRequest<NestRequest>();
     const response = http.getResponse();
@@ -136,6 +149,34 @@ export class RateLimitGuard implements CanActivate, OnModuleInit {
       }
       if (outcome.custom && flow.handler !== undefined) throw await flow.handler(request, context, outcome.decision);
       throw new RateLimitedException(outcome);
+    }
+    return true;
+  }
+
+  /**
+   * A gateway's message or a resolver's call: the same levels and flows as a route, answered as
+   * their kind answers errors (a WsException, a GraphQLError); rate-limit headers only on a
+   * GraphQL operation's HTTP response.
+   */
+  private async limitCall(levels: readonly Level[], call: NestCall, context: ExecutionContext): Promise<boolean> {
+    remember(context, call);
+    const request = call.request ?? ({ headers: {} } as NestRequest);
+    for (const { flow } of levels) {
+      if (flow === undefined) continue;
+      let outcome: RateLimitFlow.Outcome;
+      try {
+        outcome = await flow.run([request, context]);
+      } catch (error) {
+        throw await failureOf(call, error);
+      }
+      if (outcome.kind === 'skip') continue;
+      if (call.response !== undefined) for (const [name, value] of outcome.headers) this.host.httpAdapter.setHeader(call.response, name, value);
+      if (outcome.kind === 'pass') {
+        if (flow.mustSettle(outcome)) settleCall(flow, outcome, context);
+        continue;
+      }
+      if (outcome.custom && flow.handler !== undefined) throw await flow.handler(request, context, outcome.decision);
+      throw await denialOf(call, outcome);
     }
     return true;
   }
@@ -198,6 +239,8 @@ function cached<K extends object, V>(cache: WeakMap<K, V>, key: K, make: () => V
 @Injectable()
 export class RateLimitInterceptor implements NestInterceptor {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const type = context.getType<string>();
+    if (type === 'ws' || type === 'graphql') return interceptCall(context, next);
     const request = context.switchToHttp().getRequest();
     if (!handlers.waiting(request)) return next.handle();
     const response = nodeResponse(context.switchToHttp().getResponse());
@@ -207,4 +250,73 @@ export class RateLimitInterceptor implements NestInterceptor {
       finalize(() => handlers.done(request, completed ? response.statusCode : undefined)),
     );
   }
+}
+
+/**
+ * A gateway's message or resolver's call is done when its handler's result completes (a
+ * success, as HTTP's 200) or fails; a subscription's when its stream ends (the client left,
+ * or the server ended it).
+ */
+function interceptCall(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+  const call = context.getArgs(); // the same array the guard saw
+  if (!handlers.waiting(call)) return next.handle();
+  let completed = false;
+  let streaming = false;
+  return next.handle().pipe(
+    map((result) => {
+      if (!isAsyncIterable(result)) return result;
+      streaming = true;
+      return untilEnded(result, (failed) => handlers.done(call, failed ? undefined : 200));
+    }),
+    tap({ complete: () => (completed = true) }),
+    finalize(() => {
+      if (!streaming || !completed) handlers.done(call, completed ? 200 : undefined);
+    }),
+  );
+}
+
+const isAsyncIterable = (value: unknown): value is AsyncIterable<unknown> =>
+  typeof value === 'object' && value !== null && typeof (value as { [Symbol.asyncIterator]?: unknown })[Symbol.asyncIterator] === 'function';
+
+/** The stream, telling `ended` once when it ends: done, returned (the client left), or failed. */
+function untilEnded<T>(stream: AsyncIterable<T>, ended: (failed: boolean) => void): AsyncIterableIterator<T> {
+  const iterator = stream[Symbol.asyncIterator]();
+  let over = false;
+  const end = (failed: boolean) => {
+    if (over) return;
+    over = true;
+    ended(failed);
+  };
+  return {
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+    async next() {
+      try {
+        const result = await iterator.next();
+        if (result.done) end(false);
+        return result;
+      } catch (error) {
+        end(true);
+        throw error;
+      }
+    },
+    async return(value?: unknown) {
+      end(false);
+      return iterator.return ? iterator.return(value) : { done: true, value: value as T };
+    },
+    async throw(error?: unknown) {
+      end(true);
+      if (iterator.throw) return iterator.throw(error);
+      throw error;
+    },
+  };
+}
+
+/** Settles a call's lease or refund once its handler is done (the interceptor tells). */
+function settleCall(flow: Flow, outcome: RateLimitFlow.Outcome, context: ExecutionContext): void {
+  handlers.wait(context.getArgs()).then(
+    (status) => flow.settle(outcome, status),
+    () => flow.settle(outcome, undefined),
+  );
 }

@@ -1,4 +1,4 @@
-import { type Decision, ErrorCodes, FloodgateError, type KeyBy, type Limiter } from '@floodgate/core';
+import { type Decision, ErrorCodes, FloodgateError, type KeyBy, type KeyFunction, type Limiter } from '@floodgate/core';
 import {
   createKeyBy,
   createRateLimitFlow,
@@ -10,11 +10,14 @@ import {
   type RequestReader,
 } from '@floodgate/core/adapter';
 import type { ExecutionContext } from '@nestjs/common';
+import { callOf, missingAddress, type NestCall } from './contexts.js';
 
 /**
  * The request as Nest hands it to guards: Express's `Request` or Fastify's
- * `FastifyRequest`, whichever platform the app runs on. Floodgate puts its
- * decision on `request.rateLimit`.
+ * `FastifyRequest`, whichever platform the app runs on; Floodgate puts its
+ * decision on `request.rateLimit`. In a gateway, the client's handshake (or
+ * stored upgrade) request; in a resolver, the request in the GraphQL context
+ * (a graphql-ws subscription's: the upgrade request). See `callOf()`.
  */
 // biome-ignore lint/suspicious/noExplicitAny: the request is the platform's own object; callbacks read what they need from it.
 export type NestRequest = Record<string, any> & {
@@ -23,7 +26,10 @@ export type NestRequest = Record<string, any> & {
   rateLimit?: Decision;
 };
 
-/** What `key`, `cost`, `skip` and `message` receive: the request and Nest's ExecutionContext. */
+/**
+ * What `key`, `cost`, `skip` and `message` receive: the request and Nest's ExecutionContext
+ * (`callOf(context)` tells a gateway's client, a resolver's GraphQL context and connectionParams).
+ */
 export type NestArgs = [request: NestRequest, context: ExecutionContext];
 
 /**
@@ -45,23 +51,92 @@ export interface NestRateLimitOptions extends RateLimitOptions<NestArgs, NestHan
 
 export type Flow = RateLimitFlow<NestArgs, NestHandler>;
 
+/** The call the guard is deciding with this context: undefined when a flow runs outside the guard (the HTTP request alone). */
+const callIn = (context: ExecutionContext | undefined): NestCall | undefined => (context === undefined ? undefined : callOf(context));
+
+/*
+ * HTTP routes: the platform's `request.ip` (its trust-proxy setting) and socket. Gateways and
+ * resolvers: the address the guard found (a Socket.IO handshake's TCP peer, the stored upgrade
+ * request's socket, the GraphQL request's ip or socket); none is an error that says where to put it.
+ */
 const reader: RequestReader<NestArgs> = {
-  clientIp: (request) => request.ip,
-  socketIp: (request) => request.socket?.remoteAddress,
+  clientIp(request, context) {
+    const call = callIn(context);
+    if (call === undefined || call.type === 'http') return request.ip;
+    if (call.address === undefined) throw missingAddress(call);
+    return call.address;
+  },
+  socketIp(request, context) {
+    const call = callIn(context);
+    return call === undefined || call.type === 'http' ? request.socket?.remoteAddress : call.address;
+  },
   header: (name, request) => request.headers[name],
 };
 
+/** Options of `keyBy.user()`. */
+export interface UserKeyOptions {
+  /** Key for calls without a user (or whose user gives no id). @defaultValue keyBy.ip() */
+  fallback?: KeyFunction<NestArgs>;
+}
+
+/** The user an authentication guard left for this call: see keyBy.user(). */
+function userOf(request: NestRequest, context: ExecutionContext | undefined): unknown {
+  const call = callIn(context);
+  if (call?.type === 'graphql') return call.graphqlContext?.user ?? call.request?.user;
+  if (call?.type === 'ws') return call.client?.data?.user ?? call.client?.user;
+  return request.user;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: the app's own user object.
+function userKey(select: (user: any) => unknown = (user) => user?.id, options: UserKeyOptions = {}): KeyFunction<NestArgs> {
+  if (typeof select !== 'function')
+    throw new FloodgateError(ErrorCodes.OPTION, `keyBy.user takes a function of the user that returns its id, like (user) => user.id, got ${typeof select}.`);
+  const fallback = options.fallback ?? base.ip();
+  if (typeof fallback !== 'function') throw new FloodgateError(ErrorCodes.OPTION, 'keyBy.user fallback must be a key function.');
+  return function userIdKey(request, context) {
+    const user = userOf(request, context);
+    const id = user === undefined || user === null ? undefined : select(user);
+    if ((typeof id === 'string' && id !== '') || (typeof id === 'number' && Number.isFinite(id))) return `user:${id}`;
+    return fallback(request, context);
+  };
+}
+
+/** The key extractors of `@floodgate/nestjs`: those of every adapter, and `user`. */
+export type NestKeyBy = KeyBy<NestArgs> & {
+  /**
+   * The id of the user your authentication guard left for the call (`user:<id>`), found where
+   * Nest apps keep it: `request.user` (Passport) on HTTP routes; the GraphQL context's `user`,
+   * else its request's, in resolvers; a Socket.IO socket's `data.user` (else `client.user`) in
+   * gateways. `select` picks the id (default `user.id`); calls without one are keyed by `fallback`.
+   * The guard that authenticates must run before Floodgate's (a global guard runs first:
+   * authenticate in a global guard registered before FloodgateModule, or at the connection).
+   *
+   * @example
+   * ```ts
+   * @RateLimit({ limit: 30, windowMs: 60_000, key: keyBy.user((user) => user.sub) })
+   * ```
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: the app's own user object.
+  user(select?: (user: any) => unknown, options?: UserKeyOptions): KeyFunction<NestArgs>;
+};
+
+const base = createKeyBy(reader);
+
 /**
- * Key extractors for Nest. `keyBy.ip()` reads `request.ip`, so it follows the
+ * Key extractors for Nest. `keyBy.ip()` reads `request.ip` on HTTP routes, so it follows the
  * platform's trust-proxy setting (Express `app.set('trust proxy', ...)`,
- * `new FastifyAdapter({ trustProxy })`).
+ * `new FastifyAdapter({ trustProxy })`); in gateways the Socket.IO handshake's address (or
+ * the upgrade request stored as `client.request` on a `ws` client), in resolvers the address
+ * of the request in the GraphQL context (for graphql-ws subscriptions, the upgrade request's).
+ * `keyBy.header(name)` reads the request's headers (a handshake's, an upgrade request's);
+ * `keyBy.user()` the user your authentication left.
  *
  * @example
  * ```ts
  * @RateLimit({ limit: 1, windowMs: 60_000, key: keyBy.header('x-user-id') })
  * ```
  */
-export const keyBy: KeyBy<NestArgs> = createKeyBy(reader);
+export const keyBy: NestKeyBy = { ...base, user: userKey };
 
 /** Something that looks like a limiter: lets options that name none be checked by the flow. */
 const noLimiter = { consume: () => {} } as unknown as Limiter;
@@ -77,11 +152,17 @@ function createFlow(options: NestRateLimitOptions): Flow {
   return createRateLimitFlow<NestArgs, NestHandler>(options, {
     name: '@floodgate/nestjs',
     defaultKey: () => keyBy.ip(),
-    expose: (decision, request) => {
-      request.rateLimit = decision;
+    // On HTTP routes only: a gateway's or a subscription's request is shared by every call of its connection.
+    expose: (decision, request, context) => {
+      if (callIn(context)?.type !== 'ws' && callIn(context)?.type !== 'graphql') request.rateLimit = decision;
     },
     clientIp: reader.clientIp,
     header: reader.header,
+    // The reports behind the headers are kept per HTTP request, per call elsewhere (a connection's request outlives its calls).
+    request: (request, context) => {
+      const type = callIn(context)?.type;
+      return type === 'ws' || type === 'graphql' ? context : request;
+    },
     // Express's request has its app, Fastify's its server.
     trust: proxyTrustOf,
   });
