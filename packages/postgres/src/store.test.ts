@@ -136,6 +136,33 @@ describe('PostgresStore', () => {
     }
   });
 
+  it('reads the calls that wait for a busy pool together, each decided on its own rows', async () => {
+    const two = new pg.Pool({ connectionString: database.url, max: 2 });
+    try {
+      const statements: string[] = [];
+      const spied = {
+        options: two.options,
+        query: (config: { name?: string; text: string; values: string[] }) => {
+          statements.push(config.text.includes('LATERAL') ? 'read' : 'other');
+          return two.query(config);
+        },
+      };
+      const limiter = createLimiter({ limit: 2, windowMs: 60_000, store: new PostgresStore({ pool: spied, table: table('together') }), onStoreError: 'deny' });
+      await limiter.peek('warm');
+      statements.length = 0;
+      const keys = Array.from({ length: 40 }, (_, i) => `k${i}`);
+      for (const remaining of [1, 0]) {
+        const decisions = await Promise.all(keys.map((key) => limiter.consume(key)));
+        expect(decisions.map((decision) => [decision.allowed, decision.remaining])).toEqual(keys.map(() => [true, remaining]));
+      }
+      expect((await Promise.all(keys.map((key) => limiter.consume(key)))).some((decision) => decision.allowed)).toBe(false);
+      // 120 calls, 40 keys at a time: far fewer reads than calls.
+      expect(statements.filter((statement) => statement === 'read').length).toBeLessThan(30);
+    } finally {
+      await two.end();
+    }
+  });
+
   it('keeps one row per key and rule, and keys of any characters apart (NUL, quotes, braces, emoji)', async () => {
     const store = new PostgresStore({ pool, table: table('keys') });
     const limiter = createLimiter({

@@ -1,6 +1,7 @@
 import { ErrorCodes, FloodgateError } from '@floodgate/core';
 import { KeyValueStore, VersionedBackend, type VersionedDatabase, type VersionedRead, type VersionedWrite } from '@floodgate/core/store';
 import { type PgPoolLike, type PostgresJsLike, type PostgresRow, type QueryFunction, type Runner, runnerOf } from './clients.js';
+import { connectionsOf, ReadBatches } from './read-batches.js';
 import { createSql, isTableName, listSql, type Names, namesOf, readSql, sweepSql, writeSql } from './schema.js';
 
 export type { PgPoolLike, PostgresJsLike, PostgresRow, QueryFunction };
@@ -43,6 +44,7 @@ const isConflict = (error: unknown): boolean => {
 /** The table's statements over whichever client was given, for VersionedBackend. */
 class PostgresDatabase implements VersionedDatabase {
   private readonly run: Runner;
+  private readonly batches: ReadBatches;
   private readonly names: Names;
   private readonly statements: { read: string; write: string; sweep: string; list: string };
   private ready: Promise<void> | undefined;
@@ -56,11 +58,12 @@ class PostgresDatabase implements VersionedDatabase {
     this.run = runnerOf(options);
     this.names = namesOf(table);
     this.statements = { read: readSql(this.names), write: writeSql(this.names), sweep: sweepSql(this.names), list: listSql(this.names) };
+    this.batches = new ReadBatches(connectionsOf(options), (keys) => this.run(this.statements.read, [JSON.stringify(keys)]));
   }
 
   async read(keys: readonly string[]): Promise<VersionedRead> {
     await this.created();
-    const rows = await this.run(this.statements.read, [JSON.stringify(keys.map(storable))]);
+    const rows = await this.batches.read(keys.map(storable));
     if (rows.length !== keys.length) throw new FloodgateError(ErrorCodes.STORE_REPLY, `PostgreSQL answered ${rows.length} rows for ${keys.length} keys.`);
     const now = Number(rows[0]?.now);
     const alive = (row: PostgresRow) => row.value !== null && Number(row.expires_at) > now;
@@ -72,19 +75,20 @@ class PostgresDatabase implements VersionedDatabase {
   }
 
   async write(rows: readonly VersionedWrite[]): Promise<void> {
-    await this.run(this.statements.write, [JSON.stringify(rows.map(([key, ...rest]) => [storable(key), ...rest]))]);
+    const text = JSON.stringify(rows.map(([key, ...rest]) => [storable(key), ...rest]));
+    await this.batches.run(() => this.run(this.statements.write, [text]));
   }
 
   isConflict = isConflict;
 
   async sweep(limit: number): Promise<number> {
-    return (await this.run(this.statements.sweep, [String(limit)])).length;
+    return (await this.batches.run(() => this.run(this.statements.sweep, [String(limit)]))).length;
   }
 
   async list(prefix: string, after: string, count: number): Promise<[string, string][]> {
     await this.created();
     const from = storable(prefix);
-    const rows = await this.run(this.statements.list, [from, `${from}\u{10FFFF}`, storable(after), String(count)]);
+    const rows = await this.batches.run(() => this.run(this.statements.list, [from, `${from}\u{10FFFF}`, storable(after), String(count)]));
     return rows.map((row) => [String(row.key), String(row.value)]);
   }
 
