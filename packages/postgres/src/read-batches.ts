@@ -82,17 +82,15 @@ export class ReadBatches {
       this.inFlight++;
       const only = batch.length === 1 ? (batch[0] as Waiting) : undefined;
       this.readRows(only?.keys ?? batch.flatMap((waiting) => waiting.keys))
-        .then(
-          (rows) => {
-            if (only !== undefined) return only.resolve(rows);
-            if (rows.length !== count) throw new FloodgateError(ErrorCodes.STORE_REPLY, `PostgreSQL answered ${rows.length} rows for ${count} keys.`);
-            let at = 0;
-            for (const waiting of batch) {
-              waiting.resolve(rows.slice(at, at + waiting.keys.length));
-              at += waiting.keys.length;
-            }
-          },
-        )
+        .then((rows) => {
+          if (only !== undefined) return only.resolve(rows);
+          if (rows.length !== count) throw new FloodgateError(ErrorCodes.STORE_REPLY, `PostgreSQL answered ${rows.length} rows for ${count} keys.`);
+          let at = 0;
+          for (const waiting of batch) {
+            waiting.resolve(rows.slice(at, at + waiting.keys.length));
+            at += waiting.keys.length;
+          }
+        })
         .catch((error: unknown) => {
           for (const waiting of batch) waiting.reject(error);
         })
