@@ -7,6 +7,7 @@ import type { Redis } from 'ioredis';
 declare global {
   const createLimiter: typeof floodgate.createLimiter;
   const MemoryStore: typeof floodgate.MemoryStore;
+  const RedisStore: typeof floodgate.RedisStore;
   const limiter: floodgate.Limiter;
   const redis: Redis;
   const key: string;

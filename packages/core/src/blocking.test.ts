@@ -361,6 +361,10 @@ describe.each(stores)('blocks by hand on the %s', (_, makeStore) => {
     expect(second).toEqual({ items: [everything.items[2]], cursor: '' });
     await limiter.unblock({ ip: '203.0.113.9', account: 'bob' });
     expect((await limiter.blocked()).items.map((item) => item.key)).toEqual(['alice', '198.51.100.7']);
+    // A reset lifts a block with the counts, and takes it off the list too.
+    await limiter.reset({ ip: '198.51.100.7', account: 'dave' });
+    expect((await limiter.blocked()).items.map((item) => item.key)).toEqual(['alice']);
+    expect((await limiter.consume({ ip: '198.51.100.7', account: 'dave' })).allowed).toBe(true);
     // Past its end a block is no longer listed, whatever the store still holds.
     clock.advance(900_000);
     expect((await limiter.blocked()).items).toEqual([]);

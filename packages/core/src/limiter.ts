@@ -17,6 +17,7 @@ import {
   ruleShorthandNames,
   type StoreErrorPolicy,
 } from './options.js';
+import { type HeldOverride, OverrideRegistry, overriddenRule } from './overrides.js';
 import { type CompiledRule, MAX_BLOCK_MS, optionsOf, type RuleOptions } from './rules.js';
 import type { RuleDecision, RuleSet, Store, StoreKeys, StoreRecords } from './stores/types.js';
 import { type Admitter, realClock, WaitingRoom, type WaitOptions } from './wait.js';
@@ -38,8 +39,11 @@ export interface LimiterEvents {
   error: {
     key: Keys;
     error: Error;
-    /** The limiter method whose store call failed, or 'settle': an adapter's `settle` function failed. */
-    operation: 'consume' | 'peek' | 'refund' | 'release' | 'settle';
+    /**
+     * The limiter method whose store call failed, 'settle': an adapter's `settle` function failed, or
+     * 'overrides': loading the overrides failed (those held stay in force) or skipped some.
+     */
+    operation: 'consume' | 'peek' | 'refund' | 'release' | 'settle' | 'overrides';
     decision?: Decision;
     latencyMs: number;
   };
@@ -50,6 +54,62 @@ export interface LimiterEvents {
    * row it is); `until` is when it ends, on the limiter's clock.
    */
   blocked: { key: Keys; scope: string; rule: string; blockMs: number; until: number; strike: number; decision: Decision };
+}
+
+export declare namespace Limiter {
+  /**
+   * A change to one of the limiter's rules, for some keys: the rule's name
+   * (optional when the limiter has one rule) and the fields that change
+   * (`limit`, `windowMs`, `burst`, `blockMs`...). Not its scope or its
+   * algorithm: the rule keeps its state, so a key keeps its count. A `burst`
+   * left to its default follows a new `limit`.
+   */
+  type RuleOverride = Partial<Omit<RuleOptions, 'scope'>>;
+
+  /** An override as `limiter.overrides` gives it back. */
+  interface Override {
+    /** The key it applies to, or a prefix of keys when it ends in '*'. */
+    key: string;
+    /** The changed rules, each by name. */
+    rules: RuleOverride[];
+    /** When it ends, on the clock of the limiter that set it; undefined: it stays until deleted. */
+    untilMs?: number;
+  }
+
+  /**
+   * `limiter.overrides`: per-key (and per-prefix) changes to the rules, kept
+   * as records of the store. Every limiter on the store with `overrides`
+   * loads them when it starts and every `refreshMs`, and applies them to the
+   * calls whose key, in the scope of a rule changed, is the override's key
+   * (or starts with its prefix; the key's own override first, then the
+   * longest prefix): the call is decided in one store call under its rules
+   * with the changed ones swapped in. Rules of the global scope cannot be
+   * overridden (one count for everyone).
+   */
+  interface Overrides {
+    /**
+     * Sets the override of a key (or of every key starting with a prefix:
+     * `'tenant:acme:*'`), replacing the one it had, in the store and at once in
+     * this process; other processes apply it within their `refreshMs`. Refused
+     * (ERR_FG_RULES, or the rule option's own code) when a rule is not one of
+     * the limiter's or the changed rule would not be valid: the override in
+     * force stays.
+     *
+     * @example
+     * ```ts
+     * await limiter.overrides.set('acme', [{ name: 'per-user', limit: 5_000 }], { ttlMs: 86_400_000 });
+     * ```
+     */
+    set(key: string, rules: readonly RuleOverride[] | RuleOverride, options?: { ttlMs?: number }): Promise<void>;
+    /** The override of a key (or prefix, ending in '*'), as the store holds it. */
+    get(key: string): Promise<Override | undefined>;
+    /** A page of the overrides in force, in key order: `cursor` from the page before; '' once none is left. */
+    list(options?: { cursor?: string; count?: number }): Promise<{ items: Override[]; cursor: string }>;
+    /** Deletes the override of a key (or prefix), in the store and at once in this process. */
+    delete(key: string): Promise<void>;
+    /** Loads every override from the store now (done every `refreshMs` on its own); rejects when the store fails, keeping those held. */
+    refresh(): Promise<void>;
+  }
 }
 
 /** The limiter call a store error happened in. */
@@ -124,6 +184,13 @@ export interface Limiter {
     }[];
     cursor: string;
   }>;
+  /**
+   * Per-key (and per-prefix) changes to the rules, kept in the store so that
+   * every instance applies them: `await limiter.overrides.set('acme', [{ name:
+   * 'per-user', limit: 5000 }])`. Only with `createLimiter({ overrides: true })`
+   * (else ERR_FG_OPTION).
+   */
+  readonly overrides: Limiter.Overrides;
   /** Gives `cost` units back to every rule, never above capacity (used by skipSuccessfulRequests). */
   refund(keys: Keys, options?: ConsumeOptions): Promise<void>;
   /** Ends the lease an admitted call took under concurrency rules (`decision.leaseId`). Adapters call it when the request's work is over. */
@@ -239,6 +306,13 @@ function checkedTime(now: unknown): number {
 
 /** Rule sets given per call and compiled, remembered by content: at most this many. */
 const PER_CALL_RULE_SETS = 256;
+
+/** limiter.overrides of a limiter created without `overrides`: each method says how to turn them on. */
+const OVERRIDES_OFF: Limiter.Overrides = (() => {
+  const off = () =>
+    Promise.reject(new FloodgateError(ErrorCodes.OPTION, 'This limiter applies no overrides: create it with createLimiter({ overrides: true }).'));
+  return Object.freeze({ set: off, get: off, list: off, delete: off, refresh: off });
+})();
 /** Rule sets found by the array a call gave without a lookup: a few plans. */
 const RECENT_GIVEN = 4;
 
@@ -374,6 +448,11 @@ class RateLimiter implements Limiter {
   private readonly checkedClock = (): number => this.now();
   /** The lines of calls waiting (wait(), wrap()): made on the first wait. */
   private waiting: WaitingRoom | undefined;
+  readonly overrides: Limiter.Overrides;
+  /** The overrides in force, when the limiter applies them. */
+  private readonly registry: OverrideRegistry | undefined;
+  /** The rule sets of calls with overrides, by the rule set overridden and the overrides applied. */
+  private readonly overriddenSets = new Map<string, Active>();
 
   constructor(config: LimiterConfiguration) {
     this.config = config;
@@ -382,6 +461,63 @@ class RateLimiter implements Limiter {
     this.active = this.activate(config.rules);
     this.tenancy = this.occupy();
     this.denials = config.localDenyCacheKeys > 0 ? new DenyCache(config.localDenyCacheKeys) : undefined;
+    this.registry = config.overridesRefreshMs > 0 ? this.startOverrides(config.overridesRefreshMs) : undefined;
+    this.overrides = this.registry ?? OVERRIDES_OFF;
+  }
+
+  private startOverrides(refreshMs: number): OverrideRegistry {
+    return new OverrideRegistry(
+      {
+        prefix: this.config.prefix,
+        records: this.store.records as StoreRecords,
+        rules: () => this.active.ruleSet.rules,
+        now: () => this.now(),
+        timed: (value) => withTimeout(Promise.resolve(value), this.config.timeoutMs),
+        failed: (error) => this.reportError('', error, 'overrides', -1),
+      },
+      refreshMs,
+    );
+  }
+
+  /**
+   * The rule set a call is decided under once the overrides of its keys are
+   * swapped in: `active` itself when none applies (or none is held).
+   */
+  private overridden(active: Active, keys: Keys): Active {
+    const registry = this.registry;
+    if (registry === undefined || registry.size === 0) return active;
+    const rules = active.ruleSet.rules;
+    let found: (HeldOverride | undefined)[] | undefined;
+    const now = this.now();
+    for (let i = 0; i < rules.length; i++) {
+      const rule = rules[i] as CompiledRule;
+      if (rule.scope === 'global') continue;
+      const key = scopeKeyOf(keys, rule.scope);
+      const held = key === undefined ? undefined : registry.match(key, now);
+      if (held?.byName.has(rule.name)) {
+        found ??= [];
+        found[i] = held;
+      }
+    }
+    if (found === undefined) return active;
+    let id = `${active.id}`;
+    for (let i = 0; i < rules.length; i++) id += `:${found[i]?.id ?? 0}`;
+    let overridden = this.overriddenSets.get(id);
+    if (overridden === undefined) {
+      const changed = rules.map((rule, i) => {
+        const change = found[i]?.byName.get(rule.name);
+        if (change === undefined) return rule;
+        try {
+          return overriddenRule(rule, change);
+        } catch {
+          return rule; // a call's own rules of that name that the override does not fit: as they are
+        }
+      });
+      overridden = this.activate(Object.freeze(changed));
+      if (this.overriddenSets.size >= PER_CALL_RULE_SETS) this.overriddenSets.clear();
+      this.overriddenSets.set(id, overridden);
+    }
+    return overridden;
   }
 
   private activate(rules: readonly CompiledRule[], given?: readonly RuleOptions[]): Active {
@@ -498,6 +634,7 @@ class RateLimiter implements Limiter {
   }
 
   async close(): Promise<void> {
+    this.registry?.stop();
     if (this.tenancy !== undefined) tenants.get(this.store)?.delete(this.tenancy);
     await this.waitingRoom().close();
     if (this.config.ownsStore) await this.store.close?.();
@@ -565,7 +702,7 @@ class RateLimiter implements Limiter {
    */
   consumeNow(keys: Keys, options?: ConsumeOptions): Decision | Promise<Decision> {
     const cost = checkCall(options, CONSUME);
-    const active = options === undefined ? this.active : this.activeFor(options.rules);
+    const active = this.overridden(options === undefined ? this.active : this.activeFor(options.rules), keys);
     const ids = storeKeys(active.keying, keys);
     return isPromise(ids) ? this.decideHashed(keys, ids, cost, active) : this.decide(keys, ids, cost, active);
   }
@@ -717,7 +854,7 @@ class RateLimiter implements Limiter {
    */
   async consumeUnreported(keys: Keys, options: ConsumeOptions): Promise<Decision> {
     const cost = checkCall(options, CONSUME);
-    const active = this.activeFor(options.rules);
+    const active = this.overridden(this.activeFor(options.rules), keys);
     return this.decide(keys, await storeKeys(active.keying, keys), cost, active, false);
   }
 
@@ -728,7 +865,7 @@ class RateLimiter implements Limiter {
 
   async peek(keys: Keys, options?: PeekOptions): Promise<Decision> {
     checkCall(options, PEEK);
-    const active = this.activeFor(options?.rules);
+    const active = this.overridden(this.activeFor(options?.rules), keys);
     const ids = await storeKeys(active.keying, keys);
     const ruleSet = active.ruleSet;
     const started = this.timed ? performance.now() : -1;
@@ -750,7 +887,7 @@ class RateLimiter implements Limiter {
 
   async refund(keys: Keys, options?: ConsumeOptions): Promise<void> {
     const cost = checkCall(options, REFUND);
-    const active = this.activeFor(options?.rules);
+    const active = this.overridden(this.activeFor(options?.rules), keys);
     const ids = await storeKeys(active.keying, keys);
     this.denials?.forget(denialKey(active, ids));
     const started = this.timed ? performance.now() : -1;
@@ -774,7 +911,7 @@ class RateLimiter implements Limiter {
       if (typeof policy === 'object' && typeof policy.release === 'function') await policy.release(keys, leaseId.slice(INSURED.length));
       return;
     }
-    const active = this.activeFor(rules);
+    const active = this.overridden(this.activeFor(rules), keys);
     const ids = await storeKeys(active.keying, keys);
     if (this.store.release === undefined) return;
     const started = this.timed ? performance.now() : -1;
@@ -843,11 +980,7 @@ class RateLimiter implements Limiter {
     const ids = await storeKeys(active.keying, keys);
     const result = (this.store.unblock as NonNullable<Store['unblock']>)(ids, active.ruleSet, this.now());
     if (isPromise(result)) await withTimeout(result, this.config.timeoutMs);
-    const records = this.store.records;
-    if (records !== undefined) {
-      const names = active.ruleSet.rules.map((rule) => blockRecordName(this.config.prefix, rule.name, scopeKeyOf(keys, rule.scope) as string));
-      await withTimeout(Promise.resolve(records.delete(names)), this.config.timeoutMs);
-    }
+    await this.forgetBlocks(keys, active);
     // This process's remembered denials of the keys go: the next call asks the store.
     this.denials?.forget(denialKey(active, ids));
     if (active !== this.active) this.denials?.forget(denialKey(this.active, await storeKeys(this.active.keying, keys)));
@@ -896,12 +1029,25 @@ class RateLimiter implements Limiter {
 
   async reset(keys: Keys, options?: PeekOptions): Promise<void> {
     checkCall(options, RESET);
-    const active = this.activeFor(options?.rules);
+    const active = this.overridden(this.activeFor(options?.rules), keys);
     const ids = await storeKeys(active.keying, keys);
     this.denials?.forget(denialKey(active, ids));
     const result = this.store.reset(ids, active.ruleSet);
     if (isPromise(result)) await withTimeout(result, this.config.timeoutMs);
+    await this.forgetBlocks(keys, active); // a reset lifts blocks too: blocked() no longer lists them
     this.waiting?.wake(this.lineOf(active, ids));
+  }
+
+  /** Deletes the records of the keys' blocks under the rules of `active` (what blocked() lists). */
+  private async forgetBlocks(keys: Keys, active: Active): Promise<void> {
+    const records = this.store.records;
+    if (records === undefined) return;
+    const names: string[] = [];
+    for (const rule of active.ruleSet.rules) {
+      const key = scopeKeyOf(keys, rule.scope);
+      if (key !== undefined) names.push(blockRecordName(this.config.prefix, rule.name, key));
+    }
+    if (names.length > 0) await withTimeout(Promise.resolve(records.delete(names)), this.config.timeoutMs);
   }
 
   /** Applies onStoreError. */

@@ -35,6 +35,13 @@ export interface LimiterOptions extends Partial<RuleOptions> {
    * to 10 000 keys. @defaultValue false
    */
   localDenyCache?: boolean | { maxKeys?: number };
+  /**
+   * Apply the overrides kept in the store (`limiter.overrides`): loaded when
+   * the limiter starts and again every `refreshMs`, so that a change made
+   * anywhere is in force everywhere within it. Needs a store that keeps
+   * records (every store of Floodgate's). `true` refreshes every 5 s. @defaultValue false
+   */
+  overrides?: boolean | { refreshMs?: number };
 }
 
 /** What to do when the store fails or does not answer within `timeoutMs`. */
@@ -52,6 +59,8 @@ export interface LimiterConfiguration {
   now: () => number;
   /** Most keys the local deny cache holds; 0 when it is off. */
   localDenyCacheKeys: number;
+  /** How often overrides are loaded again; 0 when they are off. */
+  overridesRefreshMs: number;
   /** Whether the limiter created its store (the default MemoryStore), and closes it with itself. */
   ownsStore: boolean;
   /** Whether `prefix` was given (not the default): two limiters given the same prefix share counters on purpose. */
@@ -75,6 +84,7 @@ export const limiterOptionNames: ReadonlySet<string> = new Set([
   'onStoreError',
   'now',
   'localDenyCache',
+  'overrides',
 ]);
 /** The options adapters' rateLimit() takes on top of the limiter's. */
 export const adapterOptionNames: ReadonlySet<string> = new Set([
@@ -342,6 +352,30 @@ export function parseLimiterOptions(options: LimiterOptions): LimiterConfigurati
     );
   }
 
+  const overrides = orDefault<LimiterOptions['overrides']>(options.overrides, false);
+  if (typeof overrides === 'object' && overrides !== null) {
+    for (const key of Object.keys(overrides)) {
+      if (key !== 'refreshMs') throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `overrides has no option '${key}'; it takes refreshMs.`);
+    }
+  }
+  const refreshMs =
+    overrides === false
+      ? 0
+      : overrides === true
+        ? 5_000
+        : typeof overrides === 'object' && overrides !== null
+          ? orDefault(overrides.refreshMs, 5_000)
+          : Number.NaN;
+  if (!Number.isSafeInteger(refreshMs) || refreshMs < 0 || (overrides !== false && (refreshMs < 100 || refreshMs > MAX_TIMER_MS))) {
+    throw new FloodgateError(
+      ErrorCodes.OPTION,
+      `overrides must be true, false or { refreshMs: <ms, from 100 to ${MAX_TIMER_MS}> }, got ${describe(options.overrides)}.`,
+    );
+  }
+  if (refreshMs > 0 && store.records === undefined) {
+    throw new FloodgateError(ErrorCodes.OPTION, 'overrides: this store keeps no records (StoreRecords), where overrides are kept.');
+  }
+
   return {
     rules,
     store,
@@ -350,6 +384,7 @@ export function parseLimiterOptions(options: LimiterOptions): LimiterConfigurati
     onStoreError,
     now,
     localDenyCacheKeys: cacheKeys,
+    overridesRefreshMs: refreshMs,
     ownsStore: options.store === undefined,
     prefixGiven: options.prefix !== undefined,
   };
