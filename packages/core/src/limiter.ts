@@ -1,4 +1,5 @@
 import { ALGORITHMS } from './algorithms/registry.js';
+import { Analytics } from './analytics.js';
 import { type BlockedKey, blockRecordName, blockRecordPrefix, MAX_REASON_LENGTH, parseBlock, recordBlock, scopeKeyOf } from './blocks-by-hand.js';
 import { Breaker } from './breaker.js';
 import { combine, type Decision } from './decision.js';
@@ -40,10 +41,11 @@ export interface LimiterEvents {
     key: Keys;
     error: Error;
     /**
-     * The limiter method whose store call failed, 'settle': an adapter's `settle` function failed, or
-     * 'overrides': loading the overrides failed (those held stay in force) or skipped some.
+     * The limiter method whose store call failed, 'settle': an adapter's `settle` function failed,
+     * 'overrides': loading the overrides failed (those held stay in force) or skipped some, or
+     * 'analytics': writing the denial counts failed (written again later).
      */
-    operation: 'consume' | 'peek' | 'refund' | 'release' | 'settle' | 'overrides';
+    operation: 'consume' | 'peek' | 'refund' | 'release' | 'settle' | 'overrides' | 'analytics';
     decision?: Decision;
     latencyMs: number;
   };
@@ -109,6 +111,16 @@ export declare namespace Limiter {
     delete(key: string): Promise<void>;
     /** Loads every override from the store now (done every `refreshMs` on its own); rejects when the store fails, keeping those held. */
     refresh(): Promise<void>;
+  }
+
+  /** A key among the most limited: `limiter.top()`. */
+  interface TopKey {
+    /** The key the denying rule counts under (for a rule of another scope than `key`, that scope's key). */
+    key: string;
+    scope: string;
+    /** Denied calls counted over every process; at most `error` above the truth (the summaries are of fixed size). */
+    denied: number;
+    error: number;
   }
 }
 
@@ -191,6 +203,14 @@ export interface Limiter {
    * (else ERR_FG_OPTION).
    */
   readonly overrides: Limiter.Overrides;
+  /**
+   * The keys denied most over the period under way and the one before, on
+   * every process sharing the store, most first: at most `n` (10 by
+   * default). Only with `createLimiter({ analytics: true })` (else
+   * ERR_FG_OPTION). `sinceMs`: the start of the period before, on the
+   * limiter's clock.
+   */
+  top(options?: { n?: number }): Promise<{ items: Limiter.TopKey[]; sinceMs: number }>;
   /** Gives `cost` units back to every rule, never above capacity (used by skipSuccessfulRequests). */
   refund(keys: Keys, options?: ConsumeOptions): Promise<void>;
   /** Ends the lease an admitted call took under concurrency rules (`decision.leaseId`). Adapters call it when the request's work is over. */
@@ -453,6 +473,8 @@ class RateLimiter implements Limiter {
   private readonly registry: OverrideRegistry | undefined;
   /** The rule sets of calls with overrides, by the rule set overridden and the overrides applied. */
   private readonly overriddenSets = new Map<string, Active>();
+  /** The denial counts of top(), when analytics are on. */
+  private readonly analytics: Analytics | undefined;
 
   constructor(config: LimiterConfiguration) {
     this.config = config;
@@ -463,6 +485,44 @@ class RateLimiter implements Limiter {
     this.denials = config.localDenyCacheKeys > 0 ? new DenyCache(config.localDenyCacheKeys) : undefined;
     this.registry = config.overridesRefreshMs > 0 ? this.startOverrides(config.overridesRefreshMs) : undefined;
     this.overrides = this.registry ?? OVERRIDES_OFF;
+    this.analytics =
+      config.analyticsPeriodMs > 0
+        ? new Analytics(
+            {
+              prefix: this.config.prefix,
+              records: this.store.records as StoreRecords,
+              now: () => this.now(),
+              timed: (value) => withTimeout(Promise.resolve(value), this.config.timeoutMs),
+              failed: (error) => this.reportError('', error, 'analytics', -1),
+            },
+            config.analyticsPeriodMs,
+            config.analyticsSize,
+          )
+        : undefined;
+  }
+
+  async top(options?: { n?: number }): Promise<{ items: Limiter.TopKey[]; sinceMs: number }> {
+    if (options !== undefined && (typeof options !== 'object' || options === null || Array.isArray(options))) {
+      throw new FloodgateError(ErrorCodes.OPTION, `top() options must be an object like { n: 10 }, got ${describe(options)}.`);
+    }
+    for (const name in options) {
+      if (name !== 'n') throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `top() has no option '${name}'; it takes n.`);
+    }
+    const analytics = this.analytics;
+    if (analytics === undefined)
+      throw new FloodgateError(ErrorCodes.OPTION, 'This limiter counts no denials: create it with createLimiter({ analytics: true }).');
+    const n = options?.n ?? 10;
+    if (!Number.isSafeInteger(n) || n < 1 || n > 10_000)
+      throw new FloodgateError(ErrorCodes.OPTION, `top()'s n must be an integer from 1 to 10000, got ${describe(n)}.`);
+    return analytics.top(n);
+  }
+
+  /** Counts a denied call for top(): under the rule that denied it. */
+  private countDenial(keys: Keys, decision: Decision, now: number): void {
+    const denying = decision.rules.find((rule) => rule.name === decision.rule) ?? decision.rules.find((rule) => !rule.allowed);
+    if (denying === undefined) return;
+    const key = scopeKeyOf(keys, denying.scope);
+    if (key !== undefined) (this.analytics as Analytics).denied(denying.scope, key, now);
   }
 
   private startOverrides(refreshMs: number): OverrideRegistry {
@@ -635,6 +695,8 @@ class RateLimiter implements Limiter {
 
   async close(): Promise<void> {
     this.registry?.stop();
+    this.analytics?.stop();
+    await this.analytics?.flush().catch(() => {});
     if (this.tenancy !== undefined) tenants.get(this.store)?.delete(this.tenancy);
     await this.waitingRoom().close();
     if (this.config.ownsStore) await this.store.close?.();
@@ -724,7 +786,10 @@ class RateLimiter implements Limiter {
     const now = this.now();
     if (this.denials !== undefined) {
       const remembered = this.denials.lookup(denialKey(active, ids), cost, now);
-      if (remembered !== undefined) return this.report(keys, remembered, started);
+      if (remembered !== undefined) {
+        if (this.analytics !== undefined) this.countDenial(keys, remembered, now);
+        return this.report(keys, remembered, started);
+      }
     }
     if (!this.breaker.allows()) return this.storeFailed({ keys, active, cost, started }, unavailable(), 'consume');
     const call: Call = { keys, ids, cost, now, leaseId: active.leasing ? newLeaseId(cost) : undefined, active, started };
@@ -760,6 +825,7 @@ class RateLimiter implements Limiter {
     if (call.leaseId !== undefined && decision.allowed) decision.leaseId = call.leaseId;
     if (this.denials !== undefined) this.noteDenial(this.denials, call, decision);
     if (!decision.allowed && (this.events.has('blocked') || this.store.records !== undefined)) this.reportBlocks(call.keys, decision, call.now);
+    if (!decision.allowed && this.analytics !== undefined) this.countDenial(call.keys, decision, call.now);
     if (!decision.allowed && this.store.records !== undefined && decision.rules.some((r) => r.blocked?.manual)) {
       return this.withReasons(call.keys, decision).then((told) => this.report(call.keys, told, call.started));
     }

@@ -42,6 +42,13 @@ export interface LimiterOptions extends Partial<RuleOptions> {
    * records (every store of Floodgate's). `true` refreshes every 5 s. @defaultValue false
    */
   overrides?: boolean | { refreshMs?: number };
+  /**
+   * Count denied calls by key, for `limiter.top()`: each process keeps the
+   * `size` keys denied most in each period of `periodMs` (a fixed-size
+   * summary, apart from the rules' state) and writes it to the store's
+   * records every few seconds. `true`: periods of a minute, 100 keys. @defaultValue false
+   */
+  analytics?: boolean | { periodMs?: number; size?: number };
 }
 
 /** What to do when the store fails or does not answer within `timeoutMs`. */
@@ -61,6 +68,10 @@ export interface LimiterConfiguration {
   localDenyCacheKeys: number;
   /** How often overrides are loaded again; 0 when they are off. */
   overridesRefreshMs: number;
+  /** The period denied calls are counted over for top(); 0 when analytics are off. */
+  analyticsPeriodMs: number;
+  /** Keys each process counts per period. */
+  analyticsSize: number;
   /** Whether the limiter created its store (the default MemoryStore), and closes it with itself. */
   ownsStore: boolean;
   /** Whether `prefix` was given (not the default): two limiters given the same prefix share counters on purpose. */
@@ -85,6 +96,7 @@ export const limiterOptionNames: ReadonlySet<string> = new Set([
   'now',
   'localDenyCache',
   'overrides',
+  'analytics',
 ]);
 /** The options adapters' rateLimit() takes on top of the limiter's. */
 export const adapterOptionNames: ReadonlySet<string> = new Set([
@@ -376,6 +388,32 @@ export function parseLimiterOptions(options: LimiterOptions): LimiterConfigurati
     throw new FloodgateError(ErrorCodes.OPTION, 'overrides: this store keeps no records (StoreRecords), where overrides are kept.');
   }
 
+  const analytics = orDefault<LimiterOptions['analytics']>(options.analytics, false);
+  if (typeof analytics === 'object' && analytics !== null) {
+    for (const key of Object.keys(analytics)) {
+      if (key !== 'periodMs' && key !== 'size')
+        throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `analytics has no option '${key}'; it takes periodMs and size.`);
+    }
+  }
+  const counted = typeof analytics === 'object' && analytics !== null ? analytics : {};
+  const periodMs = analytics === false ? 0 : orDefault(counted.periodMs, 60_000);
+  const size = orDefault(counted.size, 100);
+  if (
+    (analytics !== false && analytics !== true && (typeof analytics !== 'object' || analytics === null)) ||
+    (analytics !== false && (!Number.isSafeInteger(periodMs) || periodMs < 1_000 || periodMs > 86_400_000)) ||
+    !Number.isSafeInteger(size) ||
+    size < 1 ||
+    size > 10_000
+  ) {
+    throw new FloodgateError(
+      ErrorCodes.OPTION,
+      `analytics must be true, false or { periodMs: <ms, from 1000 to 86400000>, size: <keys, from 1 to 10000> }, got ${describe(options.analytics)}.`,
+    );
+  }
+  if (periodMs > 0 && store.records === undefined) {
+    throw new FloodgateError(ErrorCodes.OPTION, 'analytics: this store keeps no records (StoreRecords), where the denial counts are kept.');
+  }
+
   return {
     rules,
     store,
@@ -385,6 +423,8 @@ export function parseLimiterOptions(options: LimiterOptions): LimiterConfigurati
     now,
     localDenyCacheKeys: cacheKeys,
     overridesRefreshMs: refreshMs,
+    analyticsPeriodMs: periodMs,
+    analyticsSize: size,
     ownsStore: options.store === undefined,
     prefixGiven: options.prefix !== undefined,
   };
