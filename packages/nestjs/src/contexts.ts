@@ -12,9 +12,22 @@
  * @nestjs/graphql and @nestjs/websockets are optional peers: loaded the first
  * time a context of their kind comes, never for an HTTP-only app.
  */
-import { ErrorCodes, FloodgateError } from '@floodgate/core';
+import { type Decision, ErrorCodes, FloodgateError } from '@floodgate/core';
 import type { ExecutionContext } from '@nestjs/common';
-import type { NestRequest } from './options.js';
+
+/**
+ * The request as Nest hands it to guards: Express's `Request` or Fastify's
+ * `FastifyRequest`, whichever platform the app runs on; Floodgate puts its
+ * decision on `request.rateLimit`. In a gateway, the client's handshake (or
+ * stored upgrade) request; in a resolver, the request in the GraphQL context
+ * (a graphql-ws subscription's: the upgrade request). See `callOf()`.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: the request is the platform's own object; callbacks read what they need from it.
+export type NestRequest = Record<string, any> & {
+  headers: Record<string, string | string[] | undefined>;
+  ip?: string;
+  rateLimit?: Decision;
+};
 
 /** The kinds of Nest context the guard limits; others (microservices' 'rpc') pass untouched. */
 export type CallType = 'http' | 'ws' | 'graphql';

@@ -10,21 +10,9 @@ import {
   type RequestReader,
 } from '@floodgate/core/adapter';
 import type { ExecutionContext } from '@nestjs/common';
-import { callOf, missingAddress, type NestCall } from './contexts.js';
+import { callOf, missingAddress, type NestCall, type NestRequest } from './contexts.js';
 
-/**
- * The request as Nest hands it to guards: Express's `Request` or Fastify's
- * `FastifyRequest`, whichever platform the app runs on; Floodgate puts its
- * decision on `request.rateLimit`. In a gateway, the client's handshake (or
- * stored upgrade) request; in a resolver, the request in the GraphQL context
- * (a graphql-ws subscription's: the upgrade request). See `callOf()`.
- */
-// biome-ignore lint/suspicious/noExplicitAny: the request is the platform's own object; callbacks read what they need from it.
-export type NestRequest = Record<string, any> & {
-  headers: Record<string, string | string[] | undefined>;
-  ip?: string;
-  rateLimit?: Decision;
-};
+export type { NestRequest } from './contexts.js';
 
 /**
  * What `key`, `cost`, `skip` and `message` receive: the request and Nest's ExecutionContext
