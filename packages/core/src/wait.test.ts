@@ -36,7 +36,8 @@ function setup(options: LimiterOptions) {
     lineOf: (keys, rules) => JSON.stringify([keys, rules ?? null]),
   };
   const room = new WaitingRoom(admitter, clock);
-  const wait = (keys: string | Record<string, string>, o: WaitOptions = {}) => watch(room.wait(keys, o.cost ?? 1, o.rules, o.maxWaitMs, o.signal), clock);
+  const wait = (keys: string | Record<string, string>, o: WaitOptions = {}) =>
+    watch(room.wait(keys, o.cost ?? 1, o.rules, o.maxWaitMs, o.signal, o.priority), clock);
   const hold = () => {
     let open = () => {};
     gate = new Promise<void>((resolve) => {
@@ -304,6 +305,169 @@ describe('limiter.wait: shaping rules reserve a slot', () => {
     await settle();
     expect(second.state).toBe('rejected');
     expect((await limiter.consume('k')).delayMs).toBe(100); // 200 ms after the first, which left 100 ms ago
+  });
+});
+
+describe('limiter.wait: priorities', () => {
+  // One call every 100 ms, the slot at +0 taken: waiters go at +100, +200, ...
+  const spaced = { algorithm: 'gcra' as const, limit: 10, windowMs: 1000, burst: 1 };
+
+  it('admits higher priorities first, and the calls of one priority in arrival order', async () => {
+    const { wait, limiter, clock } = setup(spaced);
+    const start = clock.time;
+    await limiter.consume('k');
+    const calls = { a: wait('k'), b: wait('k', { priority: 5 }), c: wait('k', { priority: 0 }), d: wait('k', { priority: 5 }) };
+    const more = { e: wait('k', { priority: 2 }), f: wait('k', { priority: -3 }) };
+    await clock.advance(1000);
+    const at = Object.fromEntries(Object.entries({ ...calls, ...more }).map(([name, w]) => [name, w.at - start]));
+    expect(at).toEqual({ b: 100, d: 200, e: 300, a: 400, c: 500, f: 600 });
+  });
+
+  it('puts a later call of a higher priority before those already waiting: it goes at the next slot', async () => {
+    const { wait, limiter, clock } = setup(spaced);
+    const start = clock.time;
+    await limiter.consume('k');
+    const low = Array.from({ length: 3 }, () => wait('k'));
+    await clock.advance(50);
+    const urgent = wait('k', { priority: 1 });
+    await clock.advance(1000);
+    expect(urgent.at - start).toBe(100);
+    expect(low.map((w) => w.at - start)).toEqual([200, 300, 400]);
+  });
+
+  it('never puts it before a call the store is deciding: that one is admitted if the store says so', async () => {
+    const { wait, hold, clock } = setup({ algorithm: 'fixed-window', limit: 1, windowMs: 60_000 });
+    const open = hold();
+    const first = wait('k');
+    await settle();
+    const urgent = wait('k', { priority: 9 });
+    open();
+    await settle();
+    expect(first).toMatchObject({ state: 'resolved', at: clock.time });
+    expect(urgent.state).toBe('pending');
+  });
+
+  it('lets the first waiter step back when the store denies it and a higher priority came meanwhile', async () => {
+    const { wait, limiter, hold, clock } = setup(spaced);
+    const start = clock.time;
+    await limiter.consume('k');
+    const open = hold();
+    const first = wait('k');
+    await settle();
+    const urgent = wait('k', { priority: 1 });
+    open();
+    await clock.advance(1000);
+    expect([urgent.at - start, first.at - start]).toEqual([100, 200]);
+  });
+
+  it('asks at once for a newcomer that goes first: its smaller cost may fit before the line would try again', async () => {
+    // 10 tokens a second, one every 100 ms; the bucket starts empty.
+    const { wait, limiter, clock } = setup({ algorithm: 'token-bucket', limit: 10, windowMs: 1000 });
+    const start = clock.time;
+    await limiter.consume('k', { cost: 10 });
+    const big = wait('k', { cost: 5 }); // would go at +500
+    const small = wait('k', { cost: 1 }); // behind it, at +600
+    await clock.advance(50);
+    const urgent = wait('k', { cost: 1, priority: 1 });
+    await clock.advance(2000);
+    expect([urgent.at - start, big.at - start, small.at - start]).toEqual([100, 600, 700]);
+    // Within a priority, still no overtaking: the 1 waited behind the 5 although it would have fit sooner.
+  });
+
+  it('is strict: lower priorities wait while higher ones keep coming, and go once they stop', async () => {
+    const { wait, limiter, clock } = setup(spaced);
+    const start = clock.time;
+    await limiter.consume('k');
+    const background = wait('k', { priority: -1 });
+    const urgent: Watched[] = [];
+    for (let i = 0; i < 5; i++) {
+      await clock.advance(50);
+      urgent.push(wait('k')); // just before each slot
+      await clock.advance(50);
+    }
+    await clock.advance(1000);
+    expect(urgent.map((w) => w.at - start)).toEqual([100, 200, 300, 400, 500]);
+    expect(background).toMatchObject({ state: 'resolved', at: start + 600 });
+  });
+
+  it('bounds that wait by maxWaitMs: rejected with ERR_FG_WAIT_TIMEOUT once higher ones have taken its turns, having taken nothing', async () => {
+    const { wait, limiter, clock, room } = setup(spaced);
+    const start = clock.time;
+    let admitted = 0;
+    limiter.on('allowed', () => admitted++);
+    await limiter.consume('k');
+    const background = wait('k', { priority: -1, maxWaitMs: 250 });
+    const urgent: Watched[] = [];
+    for (let i = 0; i < 3; i++) {
+      await clock.advance(50);
+      urgent.push(wait('k'));
+      await clock.advance(50);
+    }
+    expect(background.state).toBe('rejected');
+    // At +200 the line's next slot is +300: past its deadline (+250), so it is told then, not at +250.
+    expect(background.at - start).toBe(200);
+    expect(background.error).toMatchObject({ code: 'ERR_FG_WAIT_TIMEOUT', retryAfterMs: 100 });
+    await clock.advance(1000);
+    expect(urgent.map((w) => w.at - start)).toEqual([100, 200, 300]);
+    expect(admitted).toBe(1 + 3);
+    expect(room.size).toBe(0);
+  });
+
+  it('lets the next priority move up when a waiter ahead of it aborts; the aborted one takes nothing', async () => {
+    const { wait, limiter, clock } = setup({ algorithm: 'token-bucket', limit: 10, windowMs: 1000 });
+    const start = clock.time;
+    await limiter.consume('k', { cost: 10 });
+    const controller = new AbortController();
+    const big = wait('k', { cost: 8, priority: 3, signal: controller.signal });
+    const small = wait('k', { cost: 1, priority: 1 });
+    await clock.advance(50);
+    controller.abort();
+    await clock.advance(1000);
+    expect(big).toMatchObject({ state: 'rejected', at: start + 50 });
+    expect(small).toMatchObject({ state: 'resolved', at: start + 100 });
+    expect((await limiter.peek('k')).remaining).toBe(9);
+  });
+
+  it('refuses a priority that is not an integer from -1000 to 1000 with ERR_FG_OPTION, without asking the store', async () => {
+    const { wait, counts } = setup(spaced);
+    const bad = [1.5, Number.NaN, Number.POSITIVE_INFINITY, 1001, -1001, 2 ** 53, '1', null].map((priority) => wait('k', { priority: priority as number }));
+    const edges = [wait('k', { priority: -1000 }), wait('j', { priority: 1000 })];
+    await settle();
+    expect(bad.map((w) => code(w.error))).toEqual(Array.from({ length: 8 }, () => 'ERR_FG_OPTION'));
+    expect((bad[0] as Watched).error).toMatchObject({
+      message: 'priority must be an integer from -1000 to 1000 (higher goes first; 0, the default), got 1.5. [ERR_FG_OPTION]',
+    });
+    expect(edges.map((w) => w.state)).toEqual(['resolved', 'resolved']);
+    expect(counts.consume).toBe(2);
+  });
+});
+
+describe('limiter.wait: a wait never outlasts maxWaitMs', () => {
+  it('rejects a waiter whose time ran out while the store was slow to decide the call ahead, without asking for it', async () => {
+    const { wait, limiter, hold, clock, counts } = setup({ algorithm: 'fixed-window', limit: 5, windowMs: 60_000 });
+    const start = clock.time;
+    const open = hold();
+    const ahead = wait('k');
+    const hurried = wait('k', { maxWaitMs: 100 });
+    await clock.advance(150); // the store answers the first call 150 ms late
+    open();
+    await settle();
+    expect(ahead).toMatchObject({ state: 'resolved', at: start + 150 });
+    expect(hurried).toMatchObject({ state: 'rejected', at: start + 150, error: { code: 'ERR_FG_WAIT_TIMEOUT' } });
+    expect((hurried.error as Error).message).toMatch(/^Not admitted within maxWaitMs \(100 ms\): its turn came 50 ms too late/);
+    expect(counts.consume).toBe(1);
+    expect((await limiter.peek('k')).remaining).toBe(4);
+  });
+
+  it('decides a waiter by its own store call when that call is under way at its deadline: it asked in time', async () => {
+    const { wait, hold, clock } = setup({ algorithm: 'fixed-window', limit: 5, windowMs: 60_000 });
+    const start = clock.time;
+    const open = hold();
+    const call = wait('k', { maxWaitMs: 100 });
+    await clock.advance(150);
+    open();
+    await settle();
+    expect(call).toMatchObject({ state: 'resolved', at: start + 150 });
   });
 });
 

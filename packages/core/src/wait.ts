@@ -2,13 +2,21 @@
  * Waiting instead of refusing: `limiter.wait()`.
  *
  * Calls that wait for the same queue (the same store keys under the same rule
- * set) stand in one line, served in arrival order: only the first of the line
- * asks the store, and when it is denied, it asks again exactly when the
- * denial's `retryAfterMs` says, on the one timer its line keeps. A later call
- * never overtakes an earlier one, even when its smaller cost would fit sooner
- * (no starvation of large costs). A waiter is rejected as soon as its line
- * shows that its turn cannot come within its `maxWaitMs`: the line's next try
- * is a lower bound for everyone in it, so no waiter needs a timer of its own.
+ * set) stand in one line, by priority (higher first), then in arrival order:
+ * only the first of the line asks the store, and when it is denied, it asks
+ * again exactly when the denial's `retryAfterMs` says, on the one timer its
+ * line keeps. A later call never overtakes an earlier one of its priority,
+ * even when its smaller cost would fit sooner (no starvation of large costs).
+ * Priorities are strict, as Bottleneck's: lower ones wait while higher ones
+ * keep coming, bounded only by their `maxWaitMs`. A waiter is rejected as
+ * soon as its line shows that its turn cannot come within its `maxWaitMs`:
+ * the line's next try is a lower bound for everyone behind the first (a
+ * newcomer can only push them back), so a waiter is told at or before its
+ * deadline without a timer of its own. Only a slow store delays that: a
+ * waiter whose time ran out while the calls ahead of it were being decided
+ * is rejected when its turn comes, without asking, so it never consumes
+ * after its `maxWaitMs`; one whose own store call is under way at its
+ * deadline is decided by that call (it asked in time).
  *
  * Across processes there is no line: each process's first waiter asks the
  * store at its retry time, and the store's atomic consume decides. That is
@@ -38,9 +46,20 @@ export interface WaitOptions {
   maxWaitMs?: number;
   /** Aborting it rejects the call with the signal's reason; an aborted call consumes nothing. */
   signal?: AbortSignal;
+  /**
+   * Its place in the line of its keys in this process: higher first, arrival
+   * order within a priority. An integer from -1000 to 1000. Strict: a lower
+   * priority waits while higher ones keep coming (bound it with `maxWaitMs`).
+   * @defaultValue 0
+   */
+  priority?: number;
   /** Decide under these rules instead of the limiter's own (as `consume({ rules })`). */
   rules?: readonly RuleOptions[];
 }
+
+/** The range of `priority`: wide enough for any ranking, small enough to print in an error. */
+export const MIN_PRIORITY = -1000;
+export const MAX_PRIORITY = 1000;
 
 /** What waiting needs of a limiter. */
 export interface Admitter {
@@ -66,6 +85,7 @@ interface Waiter {
   readonly maxWaitMs: number;
   /** The latest time (clock ms) its admission may come at. */
   readonly deadline: number;
+  readonly priority: number;
   readonly signal: AbortSignal | undefined;
   readonly resolve: (decision: Decision) => void;
   readonly reject: (error: unknown) => void;
@@ -76,10 +96,10 @@ interface Waiter {
   dueAt: number;
 }
 
-/** The waiters of one queue, in arrival order, and its one timer. */
+/** The waiters of one queue, by priority then arrival, and its one timer. */
 interface Line {
   readonly id: string;
-  /** Waiting to be admitted; the first one asks the store. */
+  /** Waiting to be admitted, by priority (higher first) then arrival; the first one asks the store. */
   readonly waiting: Waiter[];
   /** Admitted under a shaping rule, waiting out their `delayMs`, in order of their due time. */
   readonly held: Waiter[];
@@ -87,6 +107,8 @@ interface Line {
   retryAt: number;
   /** The denial that set `retryAt`. */
   lastDenial: Decision | undefined;
+  /** The store's last answer for this line, admitted or not. */
+  lastDecision: Decision | undefined;
   /** The consume in flight, if any, and for whom. */
   asking: Waiter | undefined;
   /** Woken while a consume was in flight: a denial it brings may be stale, so the first waiter asks again. */
@@ -105,10 +127,20 @@ export function realClock(now: () => number): WaitClock {
   };
 }
 
+/** A call to wait, its options checked. */
+interface Call {
+  readonly keys: Keys;
+  readonly cost: number;
+  readonly rules: readonly RuleOptions[] | undefined;
+  readonly maxWaitMs: number;
+  readonly signal: AbortSignal | undefined;
+  readonly priority: number;
+}
+
 /** What an aborted wait rejects with: the signal's reason (an AbortError DOMException unless abort() was given one). */
 const abortReason = (signal: AbortSignal): unknown => signal.reason ?? Object.assign(new Error('This operation was aborted'), { name: 'AbortError' });
 
-function checkWait(maxWaitMs: unknown, signal: unknown): void {
+function checkWait(maxWaitMs: unknown, signal: unknown, priority: unknown): void {
   if (maxWaitMs !== undefined && (typeof maxWaitMs !== 'number' || Number.isNaN(maxWaitMs) || maxWaitMs < 0)) {
     throw new FloodgateError(
       ErrorCodes.OPTION,
@@ -123,6 +155,12 @@ function checkWait(maxWaitMs: unknown, signal: unknown): void {
       typeof (signal as AbortSignal).addEventListener !== 'function')
   ) {
     throw new FloodgateError(ErrorCodes.OPTION, `signal must be an AbortSignal (from an AbortController, or AbortSignal.timeout()), got ${describe(signal)}.`);
+  }
+  if (priority !== undefined && (!Number.isSafeInteger(priority) || (priority as number) < MIN_PRIORITY || (priority as number) > MAX_PRIORITY)) {
+    throw new FloodgateError(
+      ErrorCodes.OPTION,
+      `priority must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY} (higher goes first; 0, the default), got ${describe(priority)}.`,
+    );
   }
 }
 
@@ -152,14 +190,14 @@ export class WaitingRoom {
 
   /**
    * Waits until the call is admitted. `cost` and `rules` come checked (the
-   * limiter's checkCall); `maxWaitMs` and `signal` are checked here. Not an
-   * async function: calls made one after another join their line in that
-   * order, without a turn of the event loop in between.
+   * limiter's checkCall); `maxWaitMs`, `signal` and `priority` are checked
+   * here. Not an async function: calls made one after another join their
+   * line in that order, without a turn of the event loop in between.
    */
-  wait(keys: Keys, cost: number, rules: readonly RuleOptions[] | undefined, maxWaitMs?: number, signal?: AbortSignal): Promise<Decision> {
+  wait(keys: Keys, cost: number, rules: readonly RuleOptions[] | undefined, maxWaitMs?: number, signal?: AbortSignal, priority?: number): Promise<Decision> {
     let id: string | Promise<string>;
     try {
-      checkWait(maxWaitMs, signal);
+      checkWait(maxWaitMs, signal, priority);
       if (this.closed) throw closedError();
       if (signal?.aborted) throw abortReason(signal);
       // A cost that no rule can ever hold is known without asking the store.
@@ -175,24 +213,17 @@ export class WaitingRoom {
     } catch (error) {
       return Promise.reject(error);
     }
-    const budget = maxWaitMs ?? Number.POSITIVE_INFINITY;
-    if (typeof id === 'string') return this.join(id, keys, cost, rules, budget, signal);
+    const call: Call = { keys, cost, rules, maxWaitMs: maxWaitMs ?? Number.POSITIVE_INFINITY, signal, priority: priority ?? 0 };
+    if (typeof id === 'string') return this.join(id, call);
     // A key long enough to be hashed: the line is known once it is.
     return id.then((hashed) => {
       if (this.closed) throw closedError();
       if (signal?.aborted) throw abortReason(signal);
-      return this.join(hashed, keys, cost, rules, budget, signal);
+      return this.join(hashed, call);
     });
   }
 
-  private join(
-    id: string,
-    keys: Keys,
-    cost: number,
-    rules: readonly RuleOptions[] | undefined,
-    maxWaitMs: number,
-    signal: AbortSignal | undefined,
-  ): Promise<Decision> {
+  private join(id: string, { keys, cost, rules, maxWaitMs, signal, priority }: Call): Promise<Decision> {
     return new Promise<Decision>((resolve, reject) => {
       const waiter: Waiter = {
         keys,
@@ -200,6 +231,7 @@ export class WaitingRoom {
         rules,
         maxWaitMs,
         deadline: this.clock.now() + maxWaitMs,
+        priority,
         signal,
         resolve,
         reject,
@@ -216,6 +248,7 @@ export class WaitingRoom {
           held: [],
           retryAt: Number.NEGATIVE_INFINITY,
           lastDenial: undefined,
+          lastDecision: undefined,
           asking: undefined,
           woken: false,
           inFlight: undefined,
@@ -223,19 +256,23 @@ export class WaitingRoom {
           timerAt: 0,
         };
         this.lines.set(id, line);
-      } else if (line.waiting.length > 0 && line.retryAt > waiter.deadline) {
+      }
+      const at = placeOf(line, priority);
+      if (at > 0 && line.retryAt > waiter.deadline) {
         // Those ahead of it are admitted no sooner than the line's next try: too late for this one.
         waiter.settled = true;
-        reject(this.timeout(line, waiter, line.waiting.length));
+        reject(this.timeout(line, waiter, at));
         return;
       }
+      // A new first waiter asks now: the line's next try was the one before it's, whose cost may differ.
+      if (at === 0) line.retryAt = Number.NEGATIVE_INFINITY;
       const joined = line;
       if (signal !== undefined) {
         const onAbort = () => this.abort(joined, waiter);
         waiter.onAbort = onAbort;
         signal.addEventListener('abort', onAbort, { once: true });
       }
-      joined.waiting.push(waiter);
+      joined.waiting.splice(at, 0, waiter);
       this.pump(joined);
     });
   }
@@ -274,8 +311,15 @@ export class WaitingRoom {
 
   /** Asks the store for the first waiter when its time has come; else keeps the line's one timer for the next thing due. */
   private pump(line: Line): void {
-    if (line.asking === undefined && line.waiting.length > 0 && this.clock.now() >= line.retryAt) {
+    const now = this.clock.now();
+    while (line.asking === undefined && line.waiting.length > 0 && now >= line.retryAt) {
       const head = line.waiting[0] as Waiter;
+      // Its maxWaitMs is up (the store was slow to decide those ahead of it): it never asks, so it never consumes.
+      if (now > head.deadline && line.lastDecision !== undefined) {
+        line.waiting.shift();
+        this.settle(head, () => head.reject(this.expired(line.lastDecision as Decision, head)));
+        continue;
+      }
       line.asking = head;
       line.inFlight = this.limiter.consume(head.keys, { cost: head.cost, rules: head.rules }).then(
         (decision) => this.decided(line, head, decision),
@@ -302,6 +346,7 @@ export class WaitingRoom {
     const now = this.clock.now();
     const stale = line.woken;
     line.woken = false;
+    line.lastDecision = decision;
     if (decision.allowed) {
       line.waiting.shift();
       if (decision.delayMs > 0) {
@@ -326,6 +371,14 @@ export class WaitingRoom {
       // Too late for the first waiter; those behind it may need less, so the next one asks now.
       line.waiting.shift();
       this.settle(head, () => head.reject(this.timeout(line, head, { decision, waitMs: decision.retryAfterMs })));
+    } else if (outranked(line)) {
+      // A higher priority came in while it was being decided: it steps back behind it, and the new first asks now.
+      line.waiting.shift();
+      let at = 0; // before those of its priority: they came after it
+      while (at < line.waiting.length && (line.waiting[at] as Waiter).priority > head.priority) at++;
+      line.waiting.splice(at, 0, head);
+      line.retryAt = Number.NEGATIVE_INFINITY;
+      line.lastDenial = decision;
     } else {
       line.retryAt = now + decision.retryAfterMs;
       line.lastDenial = decision;
@@ -428,6 +481,16 @@ export class WaitingRoom {
     ]);
   }
 
+  /** ERR_FG_WAIT_TIMEOUT for a first waiter whose `maxWaitMs` was up by its turn; `decision` is the line's last answer. */
+  private expired(decision: Decision, waiter: Waiter): RateLimitedError {
+    const lateMs = this.clock.now() - waiter.deadline;
+    return new RateLimitedError(decision, {
+      code: ErrorCodes.WAIT_TIMEOUT,
+      retryAfterMs: 0,
+      message: `Not admitted within maxWaitMs (${waiter.maxWaitMs} ms): its turn came ${lateMs} ms too late, the store being slow to decide the calls ahead of it (${ruleOf(decision)}); it was not asked for. Wait longer, or look at the store's latency.`,
+    });
+  }
+
   /**
    * ERR_FG_WAIT_TIMEOUT for a waiter: from its own answer (`own`: the denial,
    * or the shaping delay, and how long it says), or, for one behind others,
@@ -451,6 +514,19 @@ export class WaitingRoom {
       message: `Not admitted within maxWaitMs (${waiter.maxWaitMs} ms): ${why}. Wait longer, or lower the cost.`,
     });
   }
+}
+
+/** Where a newcomer of this priority goes: behind every waiter of its priority or higher, and never before a first waiter being decided. */
+function placeOf(line: Line, priority: number): number {
+  const first = line.asking !== undefined && line.waiting[0] === line.asking ? 1 : 0;
+  let at = line.waiting.length;
+  while (at > first && (line.waiting[at - 1] as Waiter).priority < priority) at--;
+  return at;
+}
+
+/** Whether the first waiter, just denied, has one of a higher priority behind it (it came while the first was being decided). */
+function outranked(line: Line): boolean {
+  return line.waiting.length > 1 && (line.waiting[1] as Waiter).priority > (line.waiting[0] as Waiter).priority;
 }
 
 function closedError(): FloodgateError {

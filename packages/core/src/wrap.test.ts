@@ -3,6 +3,9 @@ import { FloodgateError } from './errors.js';
 import { createLimiter } from './limiter.js';
 import { RateLimitedError } from './rate-limited-error.js';
 import type { Store } from './stores/types.js';
+import { FakeTimers } from './test-support/fake-timers.js';
+import { WaitingRoom, type WaitOptions } from './wait.js';
+import { type WrappableLimiter, wrap } from './wrap.js';
 
 describe('limiter.wrap', () => {
   it("passes `this` and the arguments to fn unchanged, returns fn's result, and keeps its name", async () => {
@@ -124,5 +127,73 @@ describe('limiter.wrap', () => {
     expect(() => limiter.wrap(fn, { key: 'k', cost: 0 })).toThrow(expect.objectContaining({ code: 'ERR_FG_COST' }));
     expect(() => limiter.wrap(fn, { key: 'k', rules: {} as never })).toThrow(expect.objectContaining({ code: 'ERR_FG_RULES' }));
     expect(() => limiter.wrap('nope' as never, { key: 'k' })).toThrow(expect.objectContaining({ code: 'ERR_FG_OPTION' }));
+  });
+});
+
+/**
+ * wrap() over a limiter whose waits stand in a waiting room on a hand-moved
+ * clock: what wrap hands to wait() (priority among it) decides the order.
+ */
+function onFakeClock() {
+  const clock = new FakeTimers();
+  const limiter = createLimiter({ algorithm: 'gcra', limit: 10, windowMs: 1000, burst: 1, now: clock.now }); // one every 100 ms
+  const room = new WaitingRoom(
+    {
+      consume: (keys, o) => limiter.consume(keys, o),
+      refund: (keys, o) => limiter.refund(keys, o),
+      release: (keys, leaseId, o) => limiter.release(keys, leaseId, o),
+      rulesFor: (rules) => limiter.rulesFor(rules),
+      lineOf: (keys) => JSON.stringify(keys),
+    },
+    clock,
+  );
+  const asked: WaitOptions[] = [];
+  const waiting: WrappableLimiter = {
+    consume: (keys, o) => limiter.consume(keys, o),
+    release: (keys, leaseId, o) => limiter.release(keys, leaseId, o),
+    wait: (keys, o = {}) => {
+      asked.push(o);
+      return room.wait(keys, o.cost ?? 1, o.rules, o.maxWaitMs, o.signal, o.priority);
+    },
+  };
+  return { clock, limiter, waiting, asked };
+}
+
+describe('limiter.wrap: priorities', () => {
+  it('orders the waiting calls by wait.priority, a number or a function of the arguments', async () => {
+    const { clock, limiter, waiting } = onFakeClock();
+    await limiter.consume('api');
+    const ran: string[] = [];
+    const job = async (name: string) => {
+      ran.push(name);
+      return name;
+    };
+    const byKind = wrap(waiting, job, { key: 'api', wait: { priority: (name) => (name.startsWith('user') ? 5 : 0) } });
+    const nightly = wrap(waiting, job, { key: 'api', wait: { priority: -5 } });
+    const done = Promise.all([nightly('report'), byKind('sync-1'), byKind('user-1'), byKind('sync-2'), byKind('user-2')]);
+    await clock.advance(1000);
+    await expect(done).resolves.toEqual(['report', 'sync-1', 'user-1', 'sync-2', 'user-2']);
+    expect(ran).toEqual(['user-1', 'user-2', 'sync-1', 'sync-2', 'report']);
+  });
+
+  it('gives wait() no priority when none is set (a plain wait keeps the options it always had)', async () => {
+    const { waiting, asked } = onFakeClock();
+    await wrap(waiting, async () => 1, { key: 'api', wait: { maxWaitMs: 10 } })();
+    await wrap(waiting, async () => 1, { key: 'other-api', wait: { priority: 2 } })();
+    expect(asked.map((o) => 'priority' in o)).toEqual([false, true]);
+  });
+
+  it('refuses a bad priority when it wraps, and a call whose priority function returns one; fn does not run', async () => {
+    const { waiting } = onFakeClock();
+    let runs = 0;
+    const fn = async () => ++runs;
+    for (const priority of [0.5, 1001, Number.NaN, '3']) {
+      expect(() => wrap(waiting, fn, { key: 'api', wait: { priority: priority as number } })).toThrow(
+        expect.objectContaining({ code: 'ERR_FG_OPTION', message: expect.stringContaining('wait.priority must be an integer from -1000 to 1000') }),
+      );
+    }
+    const computed = wrap(waiting, fn, { key: 'api', wait: { priority: () => 1e6 } });
+    await expect(computed()).rejects.toMatchObject({ code: 'ERR_FG_OPTION' });
+    expect(runs).toBe(0);
   });
 });

@@ -12,7 +12,7 @@ import { rejectUnknownKeys } from './options.js';
 import { RateLimitedError } from './rate-limited-error.js';
 import type { RuleOptions } from './rules.js';
 import { sleep } from './sleep.js';
-import type { WaitOptions } from './wait.js';
+import { MAX_PRIORITY, MIN_PRIORITY, type WaitOptions } from './wait.js';
 
 /** A value, or a function of the wrapped function's `this` and arguments that returns it (or a promise of it). */
 type PerCall<T, A extends unknown[], This> = T | ((this: This, ...args: A) => T | Promise<T>);
@@ -26,12 +26,20 @@ export interface WrapOptions<A extends unknown[] = unknown[], This = unknown> {
   /**
    * Wait instead of rejecting: `true` waits as long as it takes,
    * `{ maxWaitMs, signal }` bounds it (`ERR_FG_WAIT_TIMEOUT` when admission
-   * cannot come in time; the signal aborts every call that waits).
+   * cannot come in time; the signal aborts every call that waits), and
+   * `priority` (a number, or a function of the arguments) orders the calls
+   * waiting on the same keys: higher first (see `WaitOptions.priority`).
    * @defaultValue false: a denied call rejects with RateLimitedError
    */
-  wait?: boolean | Pick<WaitOptions, 'maxWaitMs' | 'signal'>;
+  wait?: boolean | WrapWaitOptions<A, This>;
   /** Decide calls under these rules instead of the limiter's own (a plan): an array, or a function of the arguments. */
   rules?: readonly RuleOptions[] | ((this: This, ...args: A) => readonly RuleOptions[] | Promise<readonly RuleOptions[]>);
+}
+
+/** How a wrapped function's calls wait (`wrap(fn, { wait: { ... } })`). */
+export interface WrapWaitOptions<A extends unknown[] = unknown[], This = unknown> extends Pick<WaitOptions, 'maxWaitMs' | 'signal'> {
+  /** The calls' priority: an integer from -1000 to 1000 (higher goes first), or a function of the arguments that returns one. @defaultValue 0 */
+  priority?: number | ((this: This, ...args: A) => number | Promise<number>);
 }
 
 /** What `wrap()` returns: `fn` with the same parameters and `this`, returning a promise of its result. */
@@ -52,7 +60,7 @@ export interface CallPlan<A extends unknown[], This> {
   readonly cost: PerCall<number, A, This>;
   readonly rules: PerCall<readonly RuleOptions[], A, This> | undefined;
   /** undefined: do not wait. */
-  readonly wait: Pick<WaitOptions, 'maxWaitMs' | 'signal'> | undefined;
+  readonly wait: WrapWaitOptions<A, This> | undefined;
 }
 
 /** Checks wrap()'s (or the decorator's) call options. `where` names the caller in error messages. */
@@ -80,10 +88,17 @@ export function planCalls<A extends unknown[], This>(options: WrapOptions<A, Thi
   let waiting: CallPlan<A, This>['wait'];
   if (wait === true) waiting = {};
   else if (typeof wait === 'object' && wait !== null && !Array.isArray(wait)) {
-    rejectUnknownKeys(wait, new Set(['maxWaitMs', 'signal']), `${where} wait`);
+    rejectUnknownKeys(wait, new Set(['maxWaitMs', 'signal', 'priority']), `${where} wait`);
+    const { priority } = wait;
+    if (priority !== undefined && typeof priority !== 'function' && (!Number.isSafeInteger(priority) || priority < MIN_PRIORITY || priority > MAX_PRIORITY)) {
+      throw new FloodgateError(
+        ErrorCodes.OPTION,
+        `${where}: wait.priority must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY} (higher goes first) or a function of the arguments, got ${describe(priority)}.`,
+      );
+    }
     waiting = wait;
   } else if (wait !== false) {
-    throw new FloodgateError(ErrorCodes.OPTION, `${where}: wait must be true, false or { maxWaitMs, signal }, got ${describe(wait)}.`);
+    throw new FloodgateError(ErrorCodes.OPTION, `${where}: wait must be true, false or { maxWaitMs, signal, priority }, got ${describe(wait)}.`);
   }
   return { key, cost, rules, wait: waiting };
 }
@@ -102,7 +117,11 @@ export async function admit<A extends unknown[], This>(
   const cost = await perCall(plan.cost, self, args);
   const rules = plan.rules === undefined ? undefined : await perCall(plan.rules, self, args);
   if (plan.wait !== undefined) {
-    const decision = await limiter.wait(keys, { cost, rules, maxWaitMs: plan.wait.maxWaitMs, signal: plan.wait.signal });
+    const { maxWaitMs, signal } = plan.wait;
+    const priority = plan.wait.priority === undefined ? undefined : await perCall(plan.wait.priority, self, args);
+    // Given only when set: the options of a plain wait stay those of limiter.wait() before priorities.
+    const options: WaitOptions = priority === undefined ? { cost, rules, maxWaitMs, signal } : { cost, rules, maxWaitMs, signal, priority };
+    const decision = await limiter.wait(keys, options);
     return { decision, keys, rules };
   }
   const decision = await limiter.consume(keys, { cost, rules });
