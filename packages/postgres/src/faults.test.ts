@@ -117,6 +117,29 @@ describe('PostgresStore when the database refuses', () => {
     expect((await recovered(limiter, 'k')).storeError).toBeUndefined();
   });
 
+  it('a row locked by another transaction while the pool is busy: the calls that would have gone with it in one statement go on', async () => {
+    const pool = poolOf({ max: 2 });
+    const store = new PostgresStore({ pool, table: table() });
+    const { limiter } = watched(store, 'locked-busy:');
+    await limiter.consume('k');
+    const [row] = store.keysOf('k', { prefix: 'locked-busy:', rules: limiter.rules });
+    const others = Array.from({ length: 30 }, (_, i) => `other${i}`);
+    await Promise.all(others.map((key) => limiter.consume(key)));
+    const holder = await poolOf().connect();
+    await holder.query('BEGIN');
+    await holder.query(`SELECT 1 FROM ${table()} WHERE key = $1 FOR UPDATE`, [row]);
+    try {
+      const { decisions, slowestMs } = await timed([...others.slice(0, 15), 'k', ...others.slice(15)].map((key) => limiter.consume(key)));
+      expect(slowestMs).toBeLessThan(timeoutMs + 1000);
+      expect(decisions[15]?.storeError).toMatchObject({ code: 'ERR_FG_STORE_TIMEOUT' });
+      expect(decisions.filter((d) => d.storeError === undefined && d.allowed)).toHaveLength(30);
+    } finally {
+      await holder.query('COMMIT');
+      holder.release();
+    }
+    expect((await recovered(limiter, 'k')).storeError).toBeUndefined();
+  });
+
   it('a full pool: calls wait for a connection no longer than timeoutMs, then decide once one is free', async () => {
     const pool = poolOf({ max: 1 });
     const { limiter } = watched(new PostgresStore({ pool, table: table() }), 'full:');

@@ -6,12 +6,14 @@
  *
  * A call reads its rows in one statement, without locking, and writes in a
  * second one, through the function below, only if every row still holds the
- * version it read; if one does not, the function raises (SQLSTATE 40001) and
- * the whole statement is undone: the store reads again and decides again.
- * So a denied call or a peek is one statement, an admitted call two, and no
- * lock is held between them (row locks on the call's keys for the length of
- * one statement; never a table lock). The function is plain PL/pgSQL, no
- * algorithm in it: Floodgate's engine decides, in the app.
+ * version it read; if one does not, nothing of that call is written and the
+ * store reads again and decides again. So a denied call or a peek is one
+ * statement, an admitted call two, and no lock is held between them (row
+ * locks on the calls' keys for the length of one statement; never a table
+ * lock). The reads, and the writes, of calls that wait for a connection go
+ * together (batches.ts): the function writes each call of a batch whole or
+ * not at all, on its own. It is plain PL/pgSQL, no algorithm in it:
+ * Floodgate's engine decides, in the app.
  *
  * sql/floodgate_state.sql is this schema for the default table name, for
  * teams whose migrations create it (createTable: false); a test checks the
@@ -25,8 +27,11 @@ export const isTableName = (name: string): boolean => TABLE_NAME.test(name);
 
 /**
  * The identifiers of a table's objects, quoted: the table, its index, its write function. The
- * function's name carries its version (`_write1`): a build that writes differently creates a
- * function of its own beside it, and instances of both builds run side by side during a deploy.
+ * function's name carries its version (`_write2`, which writes several calls): a build that writes
+ * differently creates a function of its own beside it, and instances of both builds run side by
+ * side during a deploy. `_write1` (one call; builds before it) is left where it is: those builds
+ * create it themselves (createTable), or the migration that made their table did, and nothing
+ * drops it.
  */
 export interface Names {
   readonly table: string;
@@ -42,7 +47,7 @@ export function namesOf(table: string): Names {
   const dot = table.indexOf('.');
   const schema = dot < 0 ? '' : `${quote(table.slice(0, dot))}.`;
   const name = dot < 0 ? table : table.slice(dot + 1);
-  return { table: schema + quote(name), index: quote(`${name}_expires_at`), write: `${schema}${quote(`${name}_write1`)}`, lock: `floodgate:${table}` };
+  return { table: schema + quote(name), index: quote(`${name}_expires_at`), write: `${schema}${quote(`${name}_write2`)}`, lock: `floodgate:${table}` };
 }
 
 /** The database's clock in ms, as a double (exact: ms since the epoch stay far below 2^53). */
@@ -57,14 +62,45 @@ export function schemaSql(names: Names, unlogged: boolean): string {
   expires_at bigint NOT NULL
 );
 CREATE INDEX IF NOT EXISTS ${names.index} ON ${names.table} (expires_at);
--- writes: a JSON array of [key, version read (0: no row), new value (null: delete), ms to keep it, new version].
-CREATE OR REPLACE FUNCTION ${names.write}(writes text) RETURNS void LANGUAGE plpgsql AS $fg$
+-- calls: a JSON array of calls, each a JSON array of its rows to write: [key, version read (0: no row), new value
+-- (null: delete), ms to keep it, new version]. Each call is written whole if every row of it still holds the
+-- version read (and no call before it in the array writes that row), else not at all; the answer, a row per call
+-- in order: whether it was written, or null where another transaction holds a row of it (not tried, not waited for).
+CREATE OR REPLACE FUNCTION ${names.write}(calls text) RETURNS TABLE (written boolean) LANGUAGE plpgsql AS $fg$
+-- A table may have any name, that of a variable below too (a whole-row reference): the names below are the variables.
+#variable_conflict use_variable
 DECLARE
   now_ms bigint := ${NOW_MS};
+  batch jsonb := calls::jsonb;
+  held boolean[] := '{}';
+  claimed text[] := '{}';
+  locked text[];
+  one jsonb;
   w jsonb;
+  ok boolean;
   n integer;
 BEGIN
-  FOR w IN SELECT * FROM jsonb_array_elements(writes::jsonb) LOOP
+  IF jsonb_array_length(batch) = 1 THEN
+    -- One call: written as it goes; a row that changed undoes it (below). The cheaper way when nothing waits.
+    held := '{true}';
+  ELSE
+    -- The rows the calls write, locked in key order (two statements never wait for each other in a circle), but
+    -- those another transaction holds: a call with one of those is not tried (null), the store sends it alone.
+    locked := ARRAY(SELECT key FROM ${names.table}
+      WHERE key = ANY (ARRAY(SELECT r->>0 FROM jsonb_array_elements(batch) b(rows), jsonb_array_elements(b.rows) r))
+      ORDER BY key FOR UPDATE SKIP LOCKED);
+    FOR one IN SELECT * FROM jsonb_array_elements(batch) LOOP
+      SELECT CASE WHEN bool_or(s.version IS NOT NULL AND r->>0 <> ALL (locked)) THEN NULL
+        ELSE bool_and(COALESCE(s.version, 0) = (r->>1)::bigint AND r->>0 <> ALL (claimed)) END INTO ok
+        FROM jsonb_array_elements(one) r LEFT JOIN LATERAL (SELECT version FROM ${names.table} WHERE key = r->>0 LIMIT 1) s ON true;
+      held := held || ok;
+      IF ok THEN
+        claimed := claimed || ARRAY(SELECT r->>0 FROM jsonb_array_elements(one) r);
+      END IF;
+    END LOOP;
+  END IF;
+  FOR w IN SELECT r FROM jsonb_array_elements(batch) WITH ORDINALITY b(rows, i), jsonb_array_elements(b.rows) r
+      WHERE held[b.i] ORDER BY (r->>0) COLLATE "C" LOOP
     IF (w->>1)::bigint = 0 THEN
       CONTINUE WHEN w->2 = 'null'::jsonb;
       INSERT INTO ${names.table} (key, value, version, expires_at)
@@ -78,9 +114,12 @@ BEGIN
     END IF;
     GET DIAGNOSTICS n = ROW_COUNT;
     IF n = 0 THEN
+      -- One call whose row changed, or in a batch a row another writer made since the check (where a call read
+      -- none): all undone, every call of the statement reads again.
       RAISE EXCEPTION USING ERRCODE = '40001', MESSAGE = 'floodgate: a state changed since it was read';
     END IF;
   END LOOP;
+  RETURN QUERY SELECT unnest(held);
 END
 $fg$;
 `;
@@ -114,8 +153,8 @@ FROM jsonb_array_elements_text($1::text::jsonb) WITH ORDINALITY AS k(key, i)
 LEFT JOIN LATERAL (SELECT value, version, expires_at FROM ${names.table} WHERE key = k.key LIMIT 1) s ON true
 ORDER BY k.i`;
 
-/** Writes a call's states. $1: the writes as JSON (see the function). */
-export const writeSql = (names: Names): string => `SELECT ${names.write}($1) AS done`;
+/** Writes the states of calls, each whole or not at all; a row per call: whether it was written. $1: the calls as JSON (see the function). */
+export const writeSql = (names: Names): string => `SELECT written FROM ${names.write}($1)`;
 
 /** Deletes up to `limit` rows whose time is up, skipping rows other statements hold; returns a row per row deleted. $1: the limit. */
 export const sweepSql = (names: Names): string =>

@@ -5,7 +5,7 @@ import { usePostgres } from '@floodgate/test-support';
 import pg from 'pg';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrationSql } from './schema.js';
+import { migrationSql, namesOf, writeSql } from './schema.js';
 import { type PgPoolLike, type PostgresJsLike, PostgresStore } from './store.js';
 
 const database = usePostgres();
@@ -136,14 +136,14 @@ describe('PostgresStore', () => {
     }
   });
 
-  it('reads the calls that wait for a busy pool together, each decided on its own rows', async () => {
+  it('reads and writes the calls that wait for a busy pool together, each decided on its own rows', async () => {
     const two = new pg.Pool({ connectionString: database.url, max: 2 });
     try {
       const statements: string[] = [];
       const spied = {
         options: two.options,
         query: (config: { name?: string; text: string; values: string[] }) => {
-          statements.push(config.text.includes('LATERAL') ? 'read' : 'other');
+          statements.push(config.text.includes('LATERAL') ? 'read' : config.text.includes('written') ? 'write' : 'other');
           return two.query(config);
         },
       };
@@ -156,11 +156,51 @@ describe('PostgresStore', () => {
         expect(decisions.map((decision) => [decision.allowed, decision.remaining])).toEqual(keys.map(() => [true, remaining]));
       }
       expect((await Promise.all(keys.map((key) => limiter.consume(key)))).some((decision) => decision.allowed)).toBe(false);
-      // 120 calls, 40 keys at a time: far fewer reads than calls.
+      // 120 calls, 40 keys at a time: far fewer statements than calls.
       expect(statements.filter((statement) => statement === 'read').length).toBeLessThan(30);
+      expect(statements.filter((statement) => statement === 'write').length).toBeLessThan(20);
     } finally {
       await two.end();
     }
+  });
+
+  it('writes each call of a batch whole or not at all, on its own: a call whose row changed, or that a call before it writes, is left out', async () => {
+    const name = table('batch'); // also the name of a variable of the function: a table may have it
+    await createLimiter({ limit: 1, windowMs: 60_000, store: new PostgresStore({ pool, table: name }) }).peek('create');
+    await pool.query(`INSERT INTO ${name} VALUES ('a', 'A', 7, 9e15), ('b', 'B', 8, 9e15)`);
+    const write = (calls: unknown[]) => pool.query(writeSql(namesOf(name)), [JSON.stringify(calls)]);
+    const { rows } = await write([
+      [['a', 7, 'A2', 60_000, 70]], // holds
+      [['b', 9, 'B2', 60_000, 80]], // b is at 8, not 9
+      [
+        ['c', 0, 'C', 60_000, 90],
+        ['a', 7, 'A3', 60_000, 71],
+      ], // a: written by the first call
+      [
+        ['d', 0, 'D', 60_000, 100],
+        ['b', 8, null, 0, 0],
+      ], // holds: makes d, deletes b
+    ]);
+    expect(rows.map((row) => row.written)).toEqual([true, false, false, true]);
+    const after = await pool.query(`SELECT key, value, version::int FROM ${name} WHERE key <> 'create' ORDER BY key`);
+    expect(after.rows).toEqual([
+      { key: 'a', value: 'A2', version: 70 },
+      { key: 'd', value: 'D', version: 100 },
+    ]);
+    // One call alone whose row changed: an error isConflict knows (SQLSTATE 40001), nothing written.
+    await expect(write([[['d', 99, 'D2', 60_000, 101]]])).rejects.toMatchObject({ code: '40001' });
+    // A row another transaction holds: that call is not tried (null) and the others do not wait for it.
+    const holder = await pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM ${name} WHERE key = 'a' FOR UPDATE`);
+      const held = await write([[['a', 70, 'A4', 60_000, 72]], [['d', 100, 'D3', 60_000, 102]]]);
+      expect(held.rows.map((row) => row.written)).toEqual([null, true]);
+    } finally {
+      await holder.query('COMMIT');
+      holder.release();
+    }
+    expect((await pool.query(`SELECT value FROM ${name} WHERE key IN ('a', 'd') ORDER BY key`)).rows).toEqual([{ value: 'A2' }, { value: 'D3' }]);
   });
 
   it('keeps one row per key and rule, and keys of any characters apart (NUL, quotes, braces, emoji)', async () => {

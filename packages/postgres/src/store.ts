@@ -1,7 +1,7 @@
 import { ErrorCodes, FloodgateError } from '@floodgate/core';
 import { KeyValueStore, VersionedBackend, type VersionedDatabase, type VersionedRead, type VersionedWrite } from '@floodgate/core/store';
+import { Batches, connectionsOf } from './batches.js';
 import { type PgPoolLike, type PostgresJsLike, type PostgresRow, type QueryFunction, type Runner, runnerOf } from './clients.js';
-import { connectionsOf, ReadBatches } from './read-batches.js';
 import { createSql, isTableName, listSql, type Names, namesOf, readSql, sweepSql, writeSql } from './schema.js';
 
 export type { PgPoolLike, PostgresJsLike, PostgresRow, QueryFunction };
@@ -41,13 +41,20 @@ const isConflict = (error: unknown): boolean => {
   return code === '40001' || code === '40P01';
 };
 
-/** The table's statements over whichever client was given, for VersionedBackend. */
+/** What the write function answers for a call it did not write: another writer came first (isConflict knows it). */
+const changed = (): Error => Object.assign(new Error('floodgate: a state changed since it was read'), { code: '40001' });
+
+/** The table's statements over whichever client was given, for VersionedBackend; those of calls that wait for a connection go together. */
 class PostgresDatabase implements VersionedDatabase {
   private readonly run: Runner;
-  private readonly batches: ReadBatches;
+  private readonly batches: Batches;
   private readonly names: Names;
   private readonly statements: { read: string; write: string; sweep: string; list: string };
   private ready: Promise<void> | undefined;
+  /** A call's keys: its rows, one per key in order, read with others' or alone. */
+  private readonly readRows: (keys: readonly string[]) => Promise<readonly PostgresRow[]>;
+  /** A call's rows to write, as JSON: whether the write function wrote them (null: not tried, a row is held elsewhere). */
+  private readonly writeRows: (rows: { json: string; count: number }) => Promise<boolean | null>;
 
   constructor(
     options: PostgresStoreOptions,
@@ -58,13 +65,20 @@ class PostgresDatabase implements VersionedDatabase {
     this.run = runnerOf(options);
     this.names = namesOf(table);
     this.statements = { read: readSql(this.names), write: writeSql(this.names), sweep: sweepSql(this.names), list: listSql(this.names) };
-    this.batches = new ReadBatches(connectionsOf(options), (keys) => this.run(this.statements.read, [JSON.stringify(keys)]));
+    this.batches = new Batches(connectionsOf(options.pool ?? options.client ?? options.query));
+    this.readRows = this.batches.kind(
+      (calls) => this.readAll(calls),
+      (keys) => keys.length,
+    );
+    this.writeRows = this.batches.kind(
+      (calls) => this.writeAll(calls),
+      (rows) => rows.count,
+    );
   }
 
   async read(keys: readonly string[]): Promise<VersionedRead> {
     await this.created();
-    const rows = await this.batches.read(keys.map(storable));
-    if (rows.length !== keys.length) throw new FloodgateError(ErrorCodes.STORE_REPLY, `PostgreSQL answered ${rows.length} rows for ${keys.length} keys.`);
+    const rows = await this.readRows(keys.map(storable));
     const now = Number(rows[0]?.now);
     const alive = (row: PostgresRow) => row.value !== null && Number(row.expires_at) > now;
     return {
@@ -75,8 +89,33 @@ class PostgresDatabase implements VersionedDatabase {
   }
 
   async write(rows: readonly VersionedWrite[]): Promise<void> {
-    const text = JSON.stringify(rows.map(([key, ...rest]) => [storable(key), ...rest]));
-    await this.batches.run(() => this.run(this.statements.write, [text]));
+    const json = JSON.stringify(rows.map(([key, ...rest]) => [storable(key), ...rest]));
+    const written = await this.writeRows({ json, count: rows.length });
+    // A row another transaction holds: this call alone waits for it, not the calls it would have gone with.
+    if (written === null) await this.batches.run(() => this.run(this.statements.write, [`[${json}]`]));
+    else if (!written) throw changed();
+  }
+
+  /** The rows of every call's keys, in one read. */
+  private async readAll(calls: readonly (readonly string[])[]): Promise<(readonly PostgresRow[])[]> {
+    const keys = calls.length === 1 ? (calls[0] as readonly string[]) : calls.flat();
+    const rows = await this.run(this.statements.read, [JSON.stringify(keys)]);
+    if (rows.length !== keys.length) throw new FloodgateError(ErrorCodes.STORE_REPLY, `PostgreSQL answered ${rows.length} rows for ${keys.length} keys.`);
+    if (calls.length === 1) return [rows];
+    let at = 0;
+    return calls.map((call) => {
+      const from = at;
+      at += call.length;
+      return rows.slice(from, at);
+    });
+  }
+
+  /** Every call's write in one statement, each written whole or not at all. */
+  private async writeAll(calls: readonly { json: string }[]): Promise<(boolean | null)[]> {
+    const answer = await this.run(this.statements.write, [`[${calls.map((call) => call.json).join(',')}]`]);
+    if (answer.length !== calls.length)
+      throw new FloodgateError(ErrorCodes.STORE_REPLY, `PostgreSQL answered ${answer.length} rows for ${calls.length} writes.`);
+    return answer.map((row) => (row.written === null ? null : row.written === true || row.written === 't'));
   }
 
   isConflict = isConflict;
