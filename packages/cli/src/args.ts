@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import type { Keys } from '@floodgate/core';
+import type { Keys, Limiter } from '@floodgate/core';
 import { parseDuration } from './duration.js';
 import { usage } from './errors.js';
 
@@ -26,7 +26,11 @@ export type Command =
   | { name: 'unblock'; keys: Keys; rule?: string }
   | { name: 'blocked'; count?: number; cursor?: string }
   | { name: 'rules get' }
-  | { name: 'rules apply'; file: string; dryRun: boolean };
+  | { name: 'rules apply'; file: string; dryRun: boolean }
+  | { name: 'overrides set'; key: string; rules: Limiter.RuleOverride[]; ttlMs?: number }
+  | { name: 'overrides get'; key: string }
+  | { name: 'overrides list'; count?: number; cursor?: string }
+  | { name: 'overrides delete'; key: string };
 
 export interface Invocation {
   options: GlobalOptions;
@@ -48,7 +52,12 @@ const GLOBAL_FLAGS = {
 const COMMAND_FLAGS = {
   for: { type: 'string' },
   reason: { type: 'string' },
-  rule: { type: 'string' },
+  // Several only for `overrides set`, where each --rule starts the change of one rule.
+  rule: { type: 'string', multiple: true },
+  limit: { type: 'string', multiple: true },
+  window: { type: 'string', multiple: true },
+  burst: { type: 'string', multiple: true },
+  ttl: { type: 'string' },
   scope: { type: 'string', multiple: true },
   count: { type: 'string' },
   cursor: { type: 'string' },
@@ -64,19 +73,28 @@ const COMMANDS: Record<string, { flags: readonly (keyof typeof COMMAND_FLAGS)[];
   blocked: { flags: ['count', 'cursor'], args: '' },
   'rules get': { flags: [], args: '' },
   'rules apply': { flags: ['dry-run'], args: '<file>' },
+  'overrides set': { flags: ['rule', 'limit', 'window', 'burst', 'ttl'], args: '<key>' },
+  'overrides get': { flags: [], args: '<key>' },
+  'overrides list': { flags: ['count', 'cursor'], args: '' },
+  'overrides delete': { flags: [], args: '<key>' },
 };
+
+/** The commands with a word after them, and what they take. */
+const GROUPS: Record<string, string> = { rules: "'get' or 'apply <file>'", overrides: "'set', 'get', 'list' or 'delete'" };
 
 /** Reads the command line (`argv` without node and the script) and the environment into what to do. */
 export function parseInvocation(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): Invocation {
-  let parsed: ReturnType<typeof parseArgs<{ args: string[]; options: typeof GLOBAL_FLAGS & typeof COMMAND_FLAGS; allowPositionals: true; strict: true }>>;
+  let parsed: ReturnType<
+    typeof parseArgs<{ args: string[]; options: typeof GLOBAL_FLAGS & typeof COMMAND_FLAGS; allowPositionals: true; strict: true; tokens: true }>
+  >;
   try {
-    parsed = parseArgs({ args: [...argv], options: { ...GLOBAL_FLAGS, ...COMMAND_FLAGS }, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args: [...argv], options: { ...GLOBAL_FLAGS, ...COMMAND_FLAGS }, allowPositionals: true, strict: true, tokens: true });
   } catch (error) {
     // node's own messages name the flag ("Unknown option '--fro'"); they end in advice for scripts run with node, which does not apply here.
     const message = error instanceof Error ? error.message.replace(/\. To specify a positional argument.*$/s, '') : String(error);
     throw usage(`${message}. See floodgate --help.`);
   }
-  const { values, positionals } = parsed;
+  const { values, positionals, tokens } = parsed;
   const options: GlobalOptions = {
     redisUrl: values.redis ?? env.FLOODGATE_REDIS_URL ?? DEFAULTS.redisUrl,
     prefix: values.prefix ?? DEFAULTS.prefix,
@@ -91,13 +109,14 @@ export function parseInvocation(argv: readonly string[], env: Readonly<Record<st
 
   const [first, ...rest] = positionals;
   if (first === undefined) throw usage('no command given. See floodgate --help.');
-  const name = first === 'rules' ? `rules ${rest.shift() ?? ''}` : first;
+  const group = GROUPS[first];
+  const name = group === undefined ? first : `${first} ${rest.shift() ?? ''}`;
   const spec = COMMANDS[name];
   if (spec === undefined) {
     throw usage(
-      first === 'rules'
-        ? `'rules' takes 'get' or 'apply <file>', got '${name.slice(6)}'.`
-        : `unknown command '${first}'; the commands are inspect, reset, block, unblock, blocked, rules get and rules apply.`,
+      group !== undefined
+        ? `'${first}' takes ${group}, got '${name.slice(first.length + 1)}'.`
+        : `unknown command '${first}'; the commands are inspect, reset, block, unblock, blocked, rules get, rules apply and overrides set, get, list, delete.`,
     );
   }
   for (const flag of Object.keys(COMMAND_FLAGS) as (keyof typeof COMMAND_FLAGS)[]) {
@@ -108,6 +127,22 @@ export function parseInvocation(argv: readonly string[], env: Readonly<Record<st
     throw usage(`${name} takes ${wanted === 0 ? 'no argument' : `one argument, ${spec.args}`}; got ${rest.map((a) => `'${a}'`).join(' ')}.`);
 
   const keys = (): Keys => keysOf(rest[0], values.scope ?? [], name);
+  const key = (): string => {
+    if (rest[0] === undefined) throw usage(`${name} takes the key: floodgate ${name} <key> (a prefix of keys when it ends in '*').`);
+    return rest[0];
+  };
+  const rule = (): string | undefined => {
+    if ((values.rule?.length ?? 0) > 1) throw usage(`${name} takes one --rule.`);
+    return values.rule?.[0];
+  };
+  const page = <C extends { count?: number; cursor?: string }>(command: C): C => {
+    if (values.count !== undefined) {
+      if (!/^\d+$/.test(values.count)) throw usage(`--count takes a whole number, got '${values.count}'.`);
+      command.count = Number(values.count);
+    }
+    if (values.cursor !== undefined) command.cursor = values.cursor;
+    return command;
+  };
   switch (name) {
     case 'inspect':
     case 'reset':
@@ -116,31 +151,91 @@ export function parseInvocation(argv: readonly string[], env: Readonly<Record<st
       if (values.for === undefined) throw usage('block needs --for <duration>, e.g. --for 15m.');
       const command: Command = { name, keys: keys(), ms: parseDuration(values.for) };
       if (values.reason !== undefined) command.reason = values.reason;
-      if (values.rule !== undefined) command.rule = values.rule;
+      const one = rule();
+      if (one !== undefined) command.rule = one;
       return { options, command };
     }
     case 'unblock': {
       const command: Command = { name, keys: keys() };
-      if (values.rule !== undefined) command.rule = values.rule;
+      const one = rule();
+      if (one !== undefined) command.rule = one;
       return { options, command };
     }
-    case 'blocked': {
-      const command: Command = { name };
-      if (values.count !== undefined) {
-        if (!/^\d+$/.test(values.count)) throw usage(`--count takes a whole number of keys, got '${values.count}'.`);
-        command.count = Number(values.count);
-      }
-      if (values.cursor !== undefined) command.cursor = values.cursor;
-      return { options, command };
-    }
+    case 'blocked':
+      return { options, command: page<Extract<Command, { name: 'blocked' }>>({ name }) };
+    case 'overrides list':
+      return { options, command: page<Extract<Command, { name: 'overrides list' }>>({ name }) };
     case 'rules get':
       return { options, command: { name } };
+    case 'overrides set': {
+      const command: Command = { name, key: key(), rules: ruleChanges(tokens) };
+      if (values.ttl !== undefined) command.ttlMs = parseDuration(values.ttl);
+      return { options, command };
+    }
+    case 'overrides get':
+    case 'overrides delete':
+      return { options, command: { name, key: key() } };
     default: {
       const file = rest[0];
       if (file === undefined) throw usage('rules apply takes the rules file: floodgate rules apply rules.yaml.');
       return { options, command: { name: 'rules apply', file, dryRun: values['dry-run'] ?? false } };
     }
   }
+}
+
+type Token = NonNullable<ReturnType<typeof parseArgs>['tokens']>[number];
+
+/** The field of a rule each flag of `overrides set` changes, and its value from the flag's. */
+const CHANGES = {
+  limit: { field: 'limit', value: (text: string) => count(text) },
+  burst: { field: 'burst', value: (text: string) => count(text) },
+  window: { field: 'windowMs', value: (text: string) => parseDuration(text) },
+} as const;
+
+/**
+ * A number as typed; anything else as it is, for core to refuse with its own code and words
+ * (`--limit 0`, `--limit ten`: ERR_FG_LIMIT, as the rule's own limit would be).
+ */
+function count(text: string): number {
+  return (/^-?\d+(?:\.\d+)?$/.test(text) ? Number(text) : text) as number;
+}
+
+/**
+ * The rules `overrides set` changes, in the order of the flags: each `--rule <name>` starts the
+ * change of one rule, and the `--limit`, `--window`, `--burst` after it are that rule's. With one
+ * `--rule` (or none, for a limiter of one rule) the flags may come in any order.
+ */
+function ruleChanges(tokens: readonly Token[]): Limiter.RuleOverride[] {
+  const leading: Limiter.RuleOverride = {};
+  const changes: Limiter.RuleOverride[] = [];
+  let current = leading;
+  for (const token of tokens) {
+    if (token.kind !== 'option' || token.value === undefined) continue;
+    if (token.name === 'rule') {
+      current = { name: token.value };
+      changes.push(current);
+      continue;
+    }
+    const change = CHANGES[token.name as keyof typeof CHANGES];
+    if (change === undefined) continue;
+    if (current[change.field] !== undefined)
+      throw usage(`--${token.name} is given twice${current.name === undefined ? '' : ` for rule '${current.name}'`}; each --rule takes its own, after it.`);
+    current[change.field] = change.value(token.value);
+  }
+  const given = (change: Limiter.RuleOverride) => Object.keys(change).some((field) => field !== 'name');
+  if (given(leading)) {
+    if (changes.length > 1)
+      throw usage('with several --rule, each change goes after the --rule it is for: --rule per-minute --limit 50 --rule per-day --limit 5000.');
+    const [only] = changes;
+    if (only === undefined) return [leading];
+    for (const field of Object.keys(leading) as (keyof Limiter.RuleOverride)[])
+      if (only[field] !== undefined) throw usage(`--${field === 'windowMs' ? 'window' : field} is given twice for rule '${only.name}'.`);
+    Object.assign(only, leading);
+  }
+  if (changes.length === 0) throw usage('overrides set needs what to change: --rule <name> and --limit <n>, --window <duration> or --burst <n>.');
+  for (const change of changes)
+    if (!given(change)) throw usage(`--rule ${change.name} changes nothing: give --limit <n>, --window <duration> or --burst <n> after it.`);
+  return changes;
 }
 
 /** The key argument, with the keys of other scopes given by `--scope name=value`. */

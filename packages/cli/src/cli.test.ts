@@ -291,11 +291,198 @@ describe('rules', () => {
   });
 });
 
+describe('overrides', () => {
+  const BASE: RuleOptions[] = [
+    { name: 'per-user', algorithm: 'fixed-window', limit: 10, windowMs: 60_000 },
+    { name: 'per-day', algorithm: 'sliding-window', limit: 100, windowMs: 86_400_000 },
+  ];
+
+  /** The application's limiter, with overrides on, on a prefix of the test's own. */
+  function appWithOverrides(rules: readonly RuleOptions[] = BASE): { prefix: string; limiter: Limiter; flags: string[] } {
+    const prefix = `t${++prefixes}:`;
+    const limiter = createLimiter({ rules: [...rules], store: new RedisStore({ client: redis.client }), prefix, overrides: true });
+    limiters.push(limiter);
+    return { prefix, limiter, flags: ['--rules', rulesJson(rules), '--prefix', prefix] };
+  }
+
+  it("set changes a rule for the key in the application's limiter (after its refresh); get, list and inspect show it; delete restores", async () => {
+    const { limiter, flags } = appWithOverrides();
+    const set = await floodgate('overrides', 'set', 'acme', '--rule', 'per-user', '--limit', '5', ...flags);
+    expect(set).toMatchObject({ code: 0, stderr: '', stdout: 'set the override of acme: per-user limit=5, until deleted\n' });
+    expect(set.ms).toBeLessThan(5_000); // the CLI's limiter closes: its refresh timer does not hold the process
+
+    await limiter.overrides.refresh();
+    const admitted: boolean[] = [];
+    for (let i = 0; i < 6; i++) admitted.push((await limiter.consume('acme')).allowed);
+    expect(admitted).toEqual([true, true, true, true, true, false]);
+    expect((await limiter.consume('acme')).limit).toBe(5);
+    expect((await limiter.consume('bob')).remaining).toBe(9); // other keys keep the rule's limit
+
+    expect(json(await floodgate('overrides', 'get', 'acme', ...flags, '--json'))).toEqual({
+      key: 'acme',
+      rules: [{ name: 'per-user', limit: 5 }],
+      untilMs: null,
+      until: null,
+      leftMs: null,
+    });
+    const got = await floodgate('overrides', 'get', 'acme', ...flags);
+    expect(got).toMatchObject({ code: 0, stderr: '' });
+    expect(got.stdout).toMatch(/^acme: until deleted\n\nRULE +CHANGES\nper-user +limit=5\n$/);
+
+    const seen = json(await floodgate('inspect', 'acme', ...flags, '--json'));
+    expect(seen.allowed).toBe(false);
+    expect(seen.rules[0]).toMatchObject({
+      name: 'per-user',
+      limit: 5,
+      remaining: 0,
+      override: { key: 'acme', change: { limit: 5 }, untilMs: null, until: null },
+    });
+    expect(seen.rules[1]).toMatchObject({ name: 'per-day', limit: 100, override: null });
+    const table = await floodgate('inspect', 'acme', ...flags);
+    expect(table.stdout).toMatch(/RULE +SCOPE +ALGORITHM +LIMIT +REMAINING +FULL IN +BLOCKED +OVERRIDE\n/);
+    expect(table.stdout).toMatch(/\nper-user +key +fixed-window +5 +0 +\d+s +- +acme: limit=5\n/);
+    expect(table.stdout).toMatch(/\nper-day +key +sliding-window +100 +95 +1d \d+h +- +-\n/);
+    const other = await floodgate('inspect', 'bob', ...flags);
+    expect(other.stdout).not.toContain('OVERRIDE');
+    expect(json(await floodgate('inspect', 'bob', ...flags, '--json')).rules[0]).toMatchObject({ limit: 10, override: null });
+
+    // Set again: it replaces the override, and says what it replaced.
+    const again = json(
+      await floodgate(
+        'overrides',
+        'set',
+        'acme',
+        '--rule',
+        'per-user',
+        '--limit',
+        '7',
+        '--rule',
+        'per-day',
+        '--limit',
+        '1000',
+        '--ttl',
+        '1h',
+        ...flags,
+        '--json',
+      ),
+    );
+    expect(again).toMatchObject({
+      key: 'acme',
+      rules: [
+        { name: 'per-user', limit: 7 },
+        { name: 'per-day', limit: 1000 },
+      ],
+      set: true,
+      replaced: { rules: [{ name: 'per-user', limit: 5 }] },
+    });
+    expect(again.untilMs - Date.now()).toBeGreaterThan(3_590_000);
+    expect(again.untilMs - Date.now()).toBeLessThanOrEqual(3_600_000);
+    expect(Date.parse(again.until)).toBe(again.untilMs);
+    await limiter.overrides.refresh();
+    expect((await limiter.peek('acme')).rules.map((r) => r.limit)).toEqual([7, 1000]);
+
+    const deleted = await floodgate('overrides', 'delete', 'acme', ...flags);
+    expect(deleted).toMatchObject({ code: 0, stderr: '', stdout: 'deleted the override of acme (per-user limit=7; per-day limit=1000)\n' });
+    await limiter.overrides.refresh();
+    const after = await limiter.consume('acme'); // the rule's own limit again, and the count the key had
+    expect(after).toMatchObject({ allowed: true, limit: 10 });
+    expect(after.remaining).toBe(10 - 5 - 1); // 5 counted under the override, and this call
+
+    const gone = await floodgate('overrides', 'get', 'acme', ...flags);
+    expect(gone).toMatchObject({ code: 3, stdout: '' });
+    expect(gone.stderr).toMatch(/^floodgate: no override is set for 'acme'.*\[ERR_FG_NOT_FOUND\]\n$/);
+    expect(json(await floodgate('overrides', 'delete', 'acme', ...flags, '--json'))).toEqual({ key: 'acme', deleted: true, was: null });
+  });
+
+  it('list pages through the overrides in key order; inspect shows the one in force by prefix, and for other scopes', async () => {
+    const rules: RuleOptions[] = [
+      { name: 'per-user', scope: 'user', algorithm: 'fixed-window', limit: 10, windowMs: 60_000 },
+      { name: 'per-ip', scope: 'ip', limit: 50, windowMs: 60_000 },
+    ];
+    const { limiter, flags } = appWithOverrides(rules);
+    expect(json(await floodgate('overrides', 'list', ...flags, '--json'))).toEqual({ items: [], cursor: '' });
+    expect((await floodgate('overrides', 'list', ...flags)).stdout).toBe('no override is set\n');
+    for (const [key, limit] of [
+      ['tenant:acme:*', '3'],
+      ['tenant:*', '20'],
+      ['u1', '4'],
+    ] as const)
+      expect((await floodgate('overrides', 'set', key, '--rule', 'per-user', '--limit', limit, ...flags)).code).toBe(0);
+
+    const first = json(await floodgate('overrides', 'list', '--count', '2', ...flags, '--json'));
+    expect(first.items).toEqual([
+      { key: 'tenant:*', rules: [{ name: 'per-user', limit: 20 }], untilMs: null, until: null, leftMs: null },
+      { key: 'tenant:acme:*', rules: [{ name: 'per-user', limit: 3 }], untilMs: null, until: null, leftMs: null },
+    ]);
+    expect(first.cursor).not.toBe('');
+    const table = await floodgate('overrides', 'list', '--count', '2', ...flags);
+    expect(table.stdout).toMatch(/^KEY +RULES +UNTIL +LEFT\ntenant:\* +per-user limit=20 +- +until deleted\n/);
+    expect(table.stdout).toContain(`more: floodgate overrides list --cursor '${first.cursor}'`);
+    const second = json(await floodgate('overrides', 'list', '--count', '2', '--cursor', first.cursor, ...flags, '--json'));
+    expect(second).toMatchObject({ items: [expect.objectContaining({ key: 'u1' })], cursor: '' });
+
+    // The key's own override first, then the longest prefix; each rule by the key of its scope.
+    const byPrefix = json(await floodgate('inspect', '--scope', 'user=tenant:acme:7', '--scope', 'ip=203.0.113.9', ...flags, '--json'));
+    expect(byPrefix.rules.map((r: { limit: number; override: { key: string } | null }) => [r.limit, r.override?.key ?? null])).toEqual([
+      [3, 'tenant:acme:*'],
+      [50, null],
+    ]);
+    expect(json(await floodgate('inspect', '--scope', 'user=tenant:globex', '--scope', 'ip=1', ...flags, '--json')).rules[0]).toMatchObject({
+      limit: 20,
+      override: { key: 'tenant:*' },
+    });
+    await limiter.overrides.refresh();
+    expect((await limiter.peek({ user: 'tenant:acme:7', ip: '203.0.113.9' })).rules[0]?.limit).toBe(3);
+    expect((await floodgate('overrides', 'get', 'tenant:acme:7', ...flags)).code).toBe(3); // get reads the key's own
+  });
+
+  it('refuses bad input with exit 2 and its code, and leaves the stored override as it was', async () => {
+    const { limiter, flags } = appWithOverrides();
+    expect((await floodgate('overrides', 'set', 'acme', '--rule', 'per-user', '--limit', '5', '--ttl', '1d', ...flags)).code).toBe(0);
+    const { leftMs: _, ...before } = json(await floodgate('overrides', 'get', 'acme', ...flags, '--json'));
+    expect(before).toMatchObject({ key: 'acme', rules: [{ name: 'per-user', limit: 5 }] });
+
+    const cases: [string[], RegExp][] = [
+      [['--rule', 'per-week', '--limit', '5'], /must name one of the limiter's rules \('per-user', 'per-day'\), got "per-week".*\[ERR_FG_RULES\]/],
+      [['--rule', 'per-user', '--limit', '0'], /limit must be a positive integer.*got 0\. \[ERR_FG_LIMIT\]/],
+      [['--rule', 'per-user', '--limit', 'ten'], /limit must be a positive integer.*got "ten"\. \[ERR_FG_LIMIT\]/],
+      [['--rule', 'per-user', '--limit', '2.5'], /\[ERR_FG_LIMIT\]/],
+      [['--rule', 'per-user', '--burst', '20'], /burst only applies to token-bucket.*\[ERR_FG_BURST\]/],
+      [['--rule', 'per-user', '--window', '60'], /'60' is not a duration: it has no unit.*\[ERR_FG_DURATION\]/],
+      [['--rule', 'per-user', '--limit', '5', '--ttl', 'forever'], /'forever' is not a duration.*\[ERR_FG_DURATION\]/],
+      [['--rule', 'per-user', '--limit', '5', '--rule', 'per-user', '--limit', '6'], /changes rule 'per-user' twice.*\[ERR_FG_RULES\]/],
+      [['--rule', 'per-user'], /--rule per-user changes nothing.*\[ERR_FG_USAGE\]/],
+      [[], /overrides set needs what to change.*\[ERR_FG_USAGE\]/],
+      [['--rule', 'per-user', '--limit', '5', '--limit', '6'], /--limit is given twice for rule 'per-user'.*\[ERR_FG_USAGE\]/],
+      [['--limit', '5', '--rule', 'per-user', '--rule', 'per-day', '--limit', '6'], /each change goes after the --rule it is for.*\[ERR_FG_USAGE\]/],
+    ];
+    for (const [args, message] of cases) {
+      const ran = await floodgate('overrides', 'set', 'acme', ...args, ...flags);
+      expect(ran.code, args.join(' ')).toBe(2);
+      expect(ran.stdout).toBe('');
+      expect(ran.stderr).toMatch(message);
+      expect(ran.stderr).toMatch(/^floodgate: .*\n$/);
+    }
+    expect(json(await floodgate('overrides', 'get', 'acme', ...flags, '--json'))).toMatchObject(before); // untilMs too
+    await limiter.overrides.refresh();
+    expect((await limiter.peek('acme')).limit).toBe(5);
+
+    // With one --rule the flags may come in any order.
+    const anyOrder = json(await floodgate('overrides', 'set', 'acme', '--limit', '6', '--rule', 'per-user', ...flags, '--json'));
+    expect(anyOrder.rules).toEqual([{ name: 'per-user', limit: 6 }]);
+  });
+});
+
 describe('usage', () => {
   it.each([
     [[], /no command given/, 'ERR_FG_USAGE'],
     [['top'], /unknown command 'top'/, 'ERR_FG_USAGE'],
     [['rules', 'delete'], /'rules' takes 'get' or 'apply <file>'/, 'ERR_FG_USAGE'],
+    [['overrides'], /'overrides' takes 'set', 'get', 'list' or 'delete', got ''/, 'ERR_FG_USAGE'],
+    [['overrides', 'get'], /overrides get takes the key/, 'ERR_FG_USAGE'],
+    [['overrides', 'get', 'k', '--limit', '5'], /overrides get takes no --limit/, 'ERR_FG_USAGE'],
+    [['overrides', 'list', '--count', 'all'], /--count takes a whole number/, 'ERR_FG_USAGE'],
+    [['block', 'k', '--for', '1m', '--rule', 'a', '--rule', 'b'], /block takes one --rule/, 'ERR_FG_USAGE'],
     [['inspect'], /inspect takes the key/, 'ERR_FG_USAGE'],
     [['inspect', 'a', 'b'], /inspect takes one argument/, 'ERR_FG_USAGE'],
     [['inspect', 'k', '--fro', '1m'], /Unknown option '--fro'/, 'ERR_FG_USAGE'],
@@ -319,7 +506,14 @@ describe('usage', () => {
   it('--help prints the commands, flags and exit codes', async () => {
     const ran = await floodgate('--help');
     expect(ran.code).toBe(0);
-    for (const word of ['inspect <key>', 'block <key> --for <duration>', 'rules apply <file>', '--redis <url>', 'Exit codes'])
+    for (const word of [
+      'inspect <key>',
+      'block <key> --for <duration>',
+      'rules apply <file>',
+      'overrides set <key> --rule <name>',
+      '--redis <url>',
+      'Exit codes',
+    ])
       expect(ran.stdout).toContain(word);
   });
 
@@ -331,17 +525,23 @@ describe('usage', () => {
 });
 
 describe('when Redis is down', () => {
-  it.each([['inspect', 'k'], ['block', 'k', '--for', '1m'], ['unblock', 'k'], ['reset', 'k'], ['blocked'], ['rules', 'get']])(
-    'floodgate %s exits 1 within a few seconds on a port nobody listens on',
-    async (...args) => {
-      const port = await freePort();
-      const ran = await floodgate(...args, '--redis', `redis://127.0.0.1:${port}`, '--rules', 'fg:rules');
-      expect(ran.code).toBe(1);
-      expect(ran.stdout).toBe('');
-      expect(ran.stderr).toMatch(new RegExp(`cannot connect to Redis at redis://127.0.0.1:${port}.*ECONNREFUSED.*\\[ERR_FG_STORE_UNAVAILABLE\\]`));
-      expect(ran.ms).toBeLessThan(5_000);
-    },
-  );
+  it.each([
+    ['inspect', 'k'],
+    ['block', 'k', '--for', '1m'],
+    ['unblock', 'k'],
+    ['reset', 'k'],
+    ['blocked'],
+    ['rules', 'get'],
+    ['overrides', 'set', 'k', '--rule', 'a', '--limit', '5'],
+    ['overrides', 'list'],
+  ])('floodgate %s exits 1 within a few seconds on a port nobody listens on', async (...args) => {
+    const port = await freePort();
+    const ran = await floodgate(...args, '--redis', `redis://127.0.0.1:${port}`, '--rules', 'fg:rules');
+    expect(ran.code).toBe(1);
+    expect(ran.stdout).toBe('');
+    expect(ran.stderr).toMatch(new RegExp(`cannot connect to Redis at redis://127.0.0.1:${port}.*ECONNREFUSED.*\\[ERR_FG_STORE_UNAVAILABLE\\]`));
+    expect(ran.ms).toBeLessThan(5_000);
+  });
 
   it('rules apply exits 1 when Redis is down, after validating the file', async () => {
     const port = await freePort();

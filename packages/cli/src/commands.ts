@@ -1,6 +1,7 @@
-import { type Keys, RedisRuleSource, type RuleOptions } from '@floodgate/core';
+import { type Keys, type Limiter, RedisRuleSource, type RuleOptions } from '@floodgate/core';
 import type { Command } from './args.js';
 import { formatDuration } from './duration.js';
+import { CliError, CliErrorCodes, ExitCodes } from './errors.js';
 import { isoDate, table } from './output.js';
 import { readRulesFile, redisKeyOf, rulesLocation } from './rules.js';
 import { failIfUnmeasured, type Session } from './session.js';
@@ -20,13 +21,24 @@ const keyText = (keys: Keys): string =>
         .map(([scope, key]) => `${scope}=${key}`)
         .join(' ');
 
-/** `inspect <key>`: every rule's state for the key, as a peek sees it (nothing is consumed). */
+/**
+ * `inspect <key>`: every rule's state for the key, as a peek sees it (nothing is consumed), under
+ * the overrides in force for its keys, as the application's limiter applies them.
+ */
 export const inspect: Run<'inspect'> = async (session, { keys }) => {
-  const { limiter, rules } = await session.limiter();
-  const decision = await limiter.peek(keys);
+  const { limiter, rules } = await session.limiter({ overrides: true });
+  // The limiter began loading the overrides when it was made; peek() applies those it holds.
+  await limiter.overrides.refresh();
+  const [decision, inForce] = await Promise.all([limiter.peek(keys), overridesInForce(limiter, keys)]);
   failIfUnmeasured(decision);
   const now = limiter.now();
   const entries = decision.rules.map((r, i) => {
+    const held = r.scope === 'global' ? undefined : inForce.get(scopeKeyOf(keys, r.scope) ?? '');
+    const change = held?.rules.find((c) => c.name === r.name);
+    const override =
+      held === undefined || change === undefined
+        ? null
+        : { key: held.key, change: withoutName(change), untilMs: held.untilMs ?? null, until: held.untilMs === undefined ? null : isoDate(held.untilMs) };
     const blocked =
       r.blocked === undefined
         ? null
@@ -48,14 +60,16 @@ export const inspect: Run<'inspect'> = async (session, { keys }) => {
       resetMs: r.resetMs,
       retryAfterMs: r.retryAfterMs,
       blocked,
+      override,
     };
   });
+  const overridden = entries.some((e) => e.override !== null);
   const verdict = decision.allowed ? 'a call would be allowed' : `a call would be denied for ${formatDuration(decision.retryAfterMs)}`;
   const text = [
     `${keyText(keys)}: ${verdict} (binding rule: ${decision.rule})`,
     '',
     table(
-      ['RULE', 'SCOPE', 'ALGORITHM', 'LIMIT', 'REMAINING', 'FULL IN', 'BLOCKED'],
+      ['RULE', 'SCOPE', 'ALGORITHM', 'LIMIT', 'REMAINING', 'FULL IN', 'BLOCKED', ...(overridden ? ['OVERRIDE'] : [])],
       entries.map((e) => [
         e.name,
         e.scope,
@@ -68,6 +82,11 @@ export const inspect: Run<'inspect'> = async (session, { keys }) => {
           : `${e.blocked.manual ? 'by hand' : `by the rule (strike ${e.blocked.strike})`} until ${e.blocked.until} (${formatDuration(e.blocked.leftMs)} left)${
               e.blocked.reason === undefined ? '' : `: ${e.blocked.reason}`
             }`,
+        ...(!overridden
+          ? []
+          : e.override === null
+            ? ['-']
+            : [`${e.override.key}: ${changeText(e.override.change)}${untilText(e.override.untilMs ?? undefined, now)}`]),
       ]),
     ),
   ].join('\n');
@@ -171,5 +190,143 @@ export const rulesApply: Run<'rules apply'> = async (session, { file, dryRun }) 
   return {
     json: { file, key, channel, rules, published: true },
     text: `published ${rules.length} rule${rules.length === 1 ? '' : 's'} from ${file} to ${key} (announced on ${channel})\n\n${rulesTable(rules)}`,
+  };
+};
+
+/** The key of a scope among a call's keys, as the limiter picks it. */
+function scopeKeyOf(keys: Keys, scope: string): string | undefined {
+  if (typeof keys === 'string') return scope === 'key' ? keys : undefined;
+  return keys[scope];
+}
+
+/**
+ * The override in force for each key of the call, as the limiter picks it: the key's own, else
+ * the one of the longest prefix it starts with (`tenant:acme:*`, down to `*`). Read from the
+ * store, one key or prefix each (all at once): as many reads as the key is long, whatever the
+ * number of overrides.
+ */
+async function overridesInForce(limiter: Limiter, keys: Keys): Promise<Map<string, Limiter.Override>> {
+  const found = new Map<string, Limiter.Override>();
+  const scopeKeys = new Set<string>();
+  for (const rule of limiter.rules) {
+    const key = rule.scope === 'global' ? undefined : scopeKeyOf(keys, rule.scope);
+    if (key !== undefined && key !== '') scopeKeys.add(key);
+  }
+  await Promise.all(
+    [...scopeKeys].map(async (key) => {
+      // Longest first: the key itself (unless it ends in '*', which only a prefix's record does), then its prefixes.
+      const candidates = [...(key.endsWith('*') ? [] : [key]), ...Array.from({ length: key.length + 1 }, (_, i) => `${key.slice(0, key.length - i)}*`)];
+      const held = await Promise.all(candidates.map((candidate) => limiter.overrides.get(candidate)));
+      const first = held.find((override) => override !== undefined);
+      if (first !== undefined) found.set(key, first);
+    }),
+  );
+  return found;
+}
+
+const withoutName = ({ name: _, ...change }: Limiter.RuleOverride): Omit<Limiter.RuleOverride, 'name'> => change;
+
+/** What an override changes of a rule: `limit=5000 window=1m`. */
+function changeText(change: Omit<Limiter.RuleOverride, 'name'>): string {
+  return Object.entries(change)
+    .map(([field, value]) => (field === 'windowMs' && typeof value === 'number' ? `window=${formatDuration(value)}` : `${field}=${String(value)}`))
+    .join(' ');
+}
+
+/** `, until <date> (<left> left)`, or nothing for an override that stays until deleted. */
+const untilText = (untilMs: number | undefined, now: number): string =>
+  untilMs === undefined ? '' : `, until ${isoDate(untilMs)} (${formatDuration(untilMs - now)} left)`;
+
+/** An override as the commands print it in JSON: its end as a date too (null: until deleted). */
+function overrideJson(override: Limiter.Override, now: number) {
+  const untilMs = override.untilMs ?? null;
+  return {
+    key: override.key,
+    rules: override.rules,
+    untilMs,
+    until: untilMs === null ? null : isoDate(untilMs),
+    leftMs: untilMs === null ? null : Math.max(0, untilMs - now),
+  };
+}
+
+/** `per-user limit=5000; per-day limit=100000`. */
+const rulesText = (override: Limiter.Override): string => override.rules.map((r) => `${r.name} ${changeText(withoutName(r))}`).join('; ');
+
+/**
+ * `overrides set <key> --rule <name> --limit <n> [--window d] [--burst n] [--ttl d]`: the key's
+ * override (or a prefix's, ending in '*'), replacing the one it had, for every limiter on the
+ * store with overrides on (at their next load). Refused by core's checks (a rule the limiter does
+ * not have, a limit that is no positive integer, ...) before anything is written.
+ */
+export const overridesSet: Run<'overrides set'> = async (session, { key, rules, ttlMs }) => {
+  const { limiter } = await session.limiter({ overrides: true });
+  const before = await limiter.overrides.get(key);
+  await limiter.overrides.set(key, rules, ttlMs === undefined ? undefined : { ttlMs });
+  const now = limiter.now();
+  const after = (await limiter.overrides.get(key)) ?? { key, rules, ...(ttlMs === undefined ? {} : { untilMs: now + ttlMs }) };
+  const lines = [`set the override of ${key}: ${rulesText(after)}${after.untilMs === undefined ? ', until deleted' : untilText(after.untilMs, now)}`];
+  if (before !== undefined) lines.push(`(it replaces ${rulesText(before)}${untilText(before.untilMs, now)})`);
+  return { json: { ...overrideJson(after, now), set: true, replaced: before === undefined ? null : overrideJson(before, now) }, text: lines.join('\n') };
+};
+
+/** `overrides get <key>`: the key's own override (or a prefix's), as the store holds it; none is exit 3. */
+export const overridesGet: Run<'overrides get'> = async (session, { key }) => {
+  const { limiter } = await session.limiter({ overrides: true });
+  const override = await limiter.overrides.get(key);
+  if (override === undefined) {
+    throw new CliError(
+      CliErrorCodes.NOT_FOUND,
+      `no override is set for '${key}' (its own; 'floodgate inspect ${key}' shows one a prefix gives it).`,
+      ExitCodes.NOT_FOUND,
+    );
+  }
+  const now = limiter.now();
+  const text = [
+    `${key}: ${override.untilMs === undefined ? 'until deleted' : untilText(override.untilMs, now).slice(2)}`,
+    '',
+    table(
+      ['RULE', 'CHANGES'],
+      override.rules.map((r) => [r.name ?? '', changeText(withoutName(r))]),
+    ),
+  ].join('\n');
+  return { json: overrideJson(override, now), text };
+};
+
+/** `overrides list [--count n] [--cursor c]`: the overrides in force, in key order, a page at a time. */
+export const overridesList: Run<'overrides list'> = async (session, { count, cursor }) => {
+  const { limiter } = await session.limiter({ overrides: true });
+  const options: { count?: number; cursor?: string } = {};
+  if (count !== undefined) options.count = count;
+  if (cursor !== undefined) options.cursor = cursor;
+  const page = await limiter.overrides.list(options);
+  const now = limiter.now();
+  const items = page.items.map((item) => overrideJson(item, now));
+  const lines =
+    items.length === 0
+      ? ['no override is set']
+      : [
+          table(
+            ['KEY', 'RULES', 'UNTIL', 'LEFT'],
+            page.items.map((o, i) => [
+              o.key,
+              rulesText(o),
+              items[i]?.until ?? '-',
+              items[i]?.leftMs == null ? 'until deleted' : formatDuration(items[i]?.leftMs ?? 0),
+            ]),
+          ),
+        ];
+  if (page.cursor !== '') lines.push('', `more: floodgate overrides list --cursor '${page.cursor.replaceAll("'", "'\\''")}'`);
+  return { json: { items, cursor: page.cursor }, text: lines.join('\n') };
+};
+
+/** `overrides delete <key>`: the key's override (or a prefix's) is gone, for every limiter at its next load. */
+export const overridesDelete: Run<'overrides delete'> = async (session, { key }) => {
+  const { limiter } = await session.limiter({ overrides: true });
+  const before = await limiter.overrides.get(key);
+  await limiter.overrides.delete(key);
+  const now = limiter.now();
+  return {
+    json: { key, deleted: true, was: before === undefined ? null : overrideJson(before, now) },
+    text: before === undefined ? `${key} had no override in force (nothing to delete)` : `deleted the override of ${key} (${rulesText(before)})`,
   };
 };

@@ -15,6 +15,14 @@ Commands:
   rules get                      the rules --rules names
   rules apply <file> [--dry-run] validate a .json/.yaml rules file and publish it
                                  through the RedisRuleSource of --rules
+  overrides set <key> --rule <name> --limit <n> [--window <duration>] [--burst <n>]
+        [--ttl <duration>]       change a rule for the key (a prefix when it ends in '*'),
+                                 replacing its override; repeat --rule for more rules,
+                                 each followed by its own --limit, --window, --burst
+  overrides get <key>            the key's override (exit 3 when it has none)
+  overrides list [--count <n>] [--cursor <c>]
+                                 the overrides in force, a page at a time
+  overrides delete <key>         delete the key's override
 
 Flags:
   --redis <url>        Redis to work on (default: $FLOODGATE_REDIS_URL, or ${DEFAULTS.redisUrl})
@@ -29,5 +37,6 @@ Flags:
 
 Durations: 500ms, 30s, 15m, 2h, 7d, 1h30m.
 Exit codes: 0 done; 1 Redis unreachable, too slow or failing; 2 bad usage or
-bad input (the ERR_FG_* code is on stderr); 3 nothing stored where --rules points.
+bad input (the ERR_FG_* code is on stderr); 3 nothing stored where --rules points,
+or no override for the key (overrides get).
 `;

@@ -2,13 +2,27 @@
  * @packageDocumentation
  * `floodgate`, the command line that operates a Floodgate limiter's state in
  * Redis by hand: inspect, reset, block and unblock a key, list the blocked
- * keys, read and publish the rules of a RedisRuleSource. The bin calls
+ * keys, read and publish the rules of a RedisRuleSource, set, read, list and
+ * delete the overrides of a key's rules. The bin calls
  * {@link run}; it is exported for scripts that would rather call it in
  * process.
  */
 import { ErrorCodes } from '@floodgate/core';
 import { type Command, parseInvocation } from './args.js';
-import { block, blocked, inspect, type Result, reset, rulesApply, rulesGet, unblock } from './commands.js';
+import {
+  block,
+  blocked,
+  inspect,
+  overridesDelete,
+  overridesGet,
+  overridesList,
+  overridesSet,
+  type Result,
+  reset,
+  rulesApply,
+  rulesGet,
+  unblock,
+} from './commands.js';
 import { CliError, type ExitCode, ExitCodes, toCliError } from './errors.js';
 import { HELP } from './help.js';
 import { json } from './output.js';
@@ -82,5 +96,13 @@ function dispatch(session: Session, command: Exclude<Command, { name: 'help' }>)
       return rulesGet(session, command);
     case 'rules apply':
       return rulesApply(session, command);
+    case 'overrides set':
+      return overridesSet(session, command);
+    case 'overrides get':
+      return overridesGet(session, command);
+    case 'overrides list':
+      return overridesList(session, command);
+    case 'overrides delete':
+      return overridesDelete(session, command);
   }
 }

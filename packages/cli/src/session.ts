@@ -5,6 +5,9 @@ import { toCliError } from './errors.js';
 import { connectRedis } from './redis.js';
 import { readRulesFile, readStoredRules, rulesLocation } from './rules.js';
 
+/** How often the CLI's limiter would load the overrides again: never, in practice (a day). */
+const OVERRIDES_REFRESH_MS = 86_400_000;
+
 /** What a command works with, made when it first asks: the connection, the rules, the limiter. */
 export class Session {
   private redisConnection: Promise<Redis> | undefined;
@@ -27,12 +30,22 @@ export class Session {
   /**
    * A limiter with those rules on the same Redis keys as the application's: its RedisStore
    * (--store-prefix) and prefix (--prefix). A store failure is an error here, never a decision.
+   * With `overrides`, it applies the overrides stored for the limiter (and `limiter.overrides`
+   * works): it loads them when it is made, which the commands that need none are spared. The
+   * first call decides.
    */
-  limiter(): Promise<{ limiter: Limiter; rules: RuleOptions[] }> {
+  limiter(options: { overrides?: boolean } = {}): Promise<{ limiter: Limiter; rules: RuleOptions[] }> {
     this.limiterMade ??= (async () => {
       const rules = await this.rules();
       const store = new RedisStore({ client: await this.redis(), prefix: this.options.storePrefix });
-      const limiter = createLimiter({ rules, store, prefix: this.options.prefix, timeoutMs: this.options.timeoutMs });
+      const limiter = createLimiter({
+        rules,
+        store,
+        prefix: this.options.prefix,
+        timeoutMs: this.options.timeoutMs,
+        // The CLI lives for one command: the load at start is the one that counts (close() stops the timer).
+        ...(options.overrides === true ? { overrides: { refreshMs: OVERRIDES_REFRESH_MS } } : {}),
+      });
       // peek() answers a store failure with onStoreError's decision (and storeError set), which the
       // commands turn into exit 1; this listener only keeps the limiter from logging it too.
       limiter.on('error', () => {});
