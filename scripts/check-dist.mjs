@@ -20,6 +20,7 @@ const packages = {
   '@floodgate/socket.io': ['rateLimit', 'getRateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/graphql': ['useRateLimit', 'rateLimitDirective', 'operationComplexity', 'getRateLimit', 'createLimiter', 'FloodgateError'],
   '@floodgate/otel': ['instrument'],
+  '@floodgate/dashboard': ['dashboard'],
   '@floodgate/cli': ['run', 'parseDuration'],
   '@floodgate/cloudflare': ['DurableObjectStore', 'FloodgateDurableObject'],
   '@floodgate/postgres': ['PostgresStore'],
