@@ -176,6 +176,19 @@ describe('limiter.wrap: priorities', () => {
     expect(ran).toEqual(['user-1', 'user-2', 'sync-1', 'sync-2', 'report']);
   });
 
+  it('lets calls made one after another wait in that order, whatever options they have', async () => {
+    const { clock, limiter, waiting } = onFakeClock();
+    await limiter.consume('api');
+    const ran: string[] = [];
+    const job = async (name: string) => ran.push(name);
+    const plain = wrap(waiting, job, { key: 'api', wait: true });
+    const ranked = wrap(waiting, job, { key: () => 'api', cost: () => 1, wait: { priority: () => 0, maxWaitMs: 60_000 } });
+    const done = Promise.all([plain('a'), ranked('b'), plain('c'), ranked('d')]);
+    await clock.advance(1000);
+    await done;
+    expect(ran).toEqual(['a', 'b', 'c', 'd']);
+  });
+
   it('gives wait() no priority when none is set (a plain wait keeps the options it always had)', async () => {
     const { waiting, asked } = onFakeClock();
     await wrap(waiting, async () => 1, { key: 'api', wait: { maxWaitMs: 10 } })();

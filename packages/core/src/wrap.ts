@@ -8,6 +8,7 @@
 import type { Decision } from './decision.js';
 import { describe, ErrorCodes, FloodgateError } from './errors.js';
 import type { Keys } from './keys.js';
+import { isPromise } from './later.js';
 import { rejectUnknownKeys } from './options.js';
 import { RateLimitedError } from './rate-limited-error.js';
 import type { RuleOptions } from './rules.js';
@@ -106,6 +107,28 @@ export function planCalls<A extends unknown[], This>(options: WrapOptions<A, Thi
 const perCall = <T, A extends unknown[], This>(value: PerCall<T, A, This>, self: This, args: A): T | Promise<T> =>
   typeof value === 'function' ? (value as (this: This, ...args: A) => T | Promise<T>).apply(self, args) : value;
 
+/** What one call is admitted under, computed from its arguments. */
+interface CallValues {
+  readonly keys: Keys;
+  readonly cost: number;
+  readonly rules: readonly RuleOptions[] | undefined;
+  readonly priority: number | undefined;
+}
+
+/**
+ * A call's values, awaited only when a function returned a promise: calls
+ * whose functions return plain values reach wait() in the order they were
+ * made, whatever options they have (each `await` would be a turn later).
+ */
+function valuesOf<A extends unknown[], This>(plan: CallPlan<A, This>, self: This, args: A): CallValues | Promise<CallValues> {
+  const keys = perCall(plan.key, self, args);
+  const cost = perCall(plan.cost, self, args);
+  const rules = plan.rules === undefined ? undefined : perCall(plan.rules, self, args);
+  const priority = plan.wait?.priority === undefined ? undefined : perCall(plan.wait.priority, self, args);
+  if (!isPromise(keys) && !isPromise(cost) && !isPromise(rules) && !isPromise(priority)) return { keys, cost, rules, priority };
+  return Promise.all([keys, cost, rules, priority]).then(([k, c, r, p]) => ({ keys: k, cost: c, rules: r, priority: p }));
+}
+
 /** Admits one call of a plan: waits, or consumes and throws RateLimitedError on a denial. Returns the decision and what it was taken under. */
 export async function admit<A extends unknown[], This>(
   limiter: WrappableLimiter,
@@ -113,12 +136,10 @@ export async function admit<A extends unknown[], This>(
   self: This,
   args: A,
 ): Promise<{ decision: Decision; keys: Keys; rules: readonly RuleOptions[] | undefined }> {
-  const keys = await perCall(plan.key, self, args);
-  const cost = await perCall(plan.cost, self, args);
-  const rules = plan.rules === undefined ? undefined : await perCall(plan.rules, self, args);
+  const values = valuesOf(plan, self, args);
+  const { keys, cost, rules, priority } = isPromise(values) ? await values : values;
   if (plan.wait !== undefined) {
     const { maxWaitMs, signal } = plan.wait;
-    const priority = plan.wait.priority === undefined ? undefined : await perCall(plan.wait.priority, self, args);
     // Given only when set: the options of a plain wait stay those of limiter.wait() before priorities.
     const options: WaitOptions = priority === undefined ? { cost, rules, maxWaitMs, signal } : { cost, rules, maxWaitMs, signal, priority };
     const decision = await limiter.wait(keys, options);
