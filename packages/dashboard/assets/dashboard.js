@@ -87,7 +87,7 @@ async function loadBlocked(cursor = '') {
   fill('#blocked', page.items, (row, b) => {
     for (const text of [b.key, b.scope, b.rule, time(b.untilMs), b.manual ? 'hand' : 'rule', b.reason]) cell(row, text);
     button(row, 'Unblock', b.key, async () => {
-      await api('POST', 'unblock', { key: b.key, rule: b.rule });
+      await api('POST', 'unblock', { key: b.key, scope: b.scope, rule: b.rule });
       say(`Unblocked ${b.key} (${b.rule}).`);
       await loadBlocked();
     });
@@ -124,8 +124,12 @@ async function loadOverrides() {
   });
 }
 
+/** The rules in force, as last loaded: a block under one rule is made in its scope. */
+let rules = [];
 async function loadRules() {
-  const { rules, editable } = await api('GET', 'rules');
+  const answer = await api('GET', 'rules');
+  rules = answer.rules;
+  const editable = answer.editable;
   fill('#rules', rules, (row, r) => {
     for (const text of [r.name, r.scope, r.algorithm, r.limit, r.windowMs, r.burst ?? '', r.blockMs ?? '']) cell(row, text);
   });
@@ -159,7 +163,10 @@ const minutes = (value) => Math.round(Number(value) * 60_000);
 onSubmit('#block-form', async (form) => {
   const body = { key: form.get('key'), ms: minutes(form.get('minutes')) };
   if (form.get('reason')) body.reason = form.get('reason');
-  if (form.get('rule')) body.rule = form.get('rule');
+  if (form.get('rule')) {
+    body.rule = form.get('rule');
+    body.scope = rules.find((r) => r.name === body.rule)?.scope;
+  }
   await api('POST', 'block', body);
   say(`Blocked ${body.key}.`);
   await loadBlocked();
@@ -176,13 +183,13 @@ onSubmit('#override-form', async (form) => {
 });
 
 onSubmit('#rules-form', async (form) => {
-  let rules;
+  let edited;
   try {
-    rules = JSON.parse(form.get('rules'));
+    edited = JSON.parse(form.get('rules'));
   } catch {
     throw new Error('The rules are not valid JSON.');
   }
-  await api('POST', 'rules', { rules });
+  await api('POST', 'rules', { rules: edited });
   say('Rules published.');
   // The source applies them by pub/sub: give it a moment before showing what is in force.
   setTimeout(() => loadRules().catch(fail), 300);

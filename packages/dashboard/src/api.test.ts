@@ -133,6 +133,15 @@ describe('blocks', () => {
     expect((await api(app, 'GET', 'blocked')).json.items).toEqual([]);
   });
 
+  it('blocks and unblocks under the scope of a rule', async () => {
+    const app = await start({ rules: [{ name: 'per-ip', scope: 'ip', limit: 3, windowMs: 60_000 }] } as never);
+    expect((await api(app, 'POST', 'block', { key: '203.0.113.9', scope: 'ip', rule: 'per-ip', ms: 60_000 })).status).toBe(204);
+    expect((await app.limiter.consume({ ip: '203.0.113.9' })).allowed).toBe(false);
+    expect((await api(app, 'GET', 'blocked')).json.items).toEqual([expect.objectContaining({ key: '203.0.113.9', scope: 'ip', rule: 'per-ip' })]);
+    expect((await api(app, 'POST', 'unblock', { key: '203.0.113.9', scope: 'ip', rule: 'per-ip' })).status).toBe(204);
+    expect((await app.limiter.consume({ ip: '203.0.113.9' })).allowed).toBe(true);
+  });
+
   it('pages through blocked keys', async () => {
     const app = await start();
     for (const key of ['a', 'b', 'c']) await app.limiter.block(key, 60_000);

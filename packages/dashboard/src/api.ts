@@ -1,4 +1,4 @@
-import { ErrorCodes, isFloodgateError, type Limiter, type RuleOptions } from '@floodgate/core';
+import { ErrorCodes, isFloodgateError, type Keys, type Limiter, type RuleOptions } from '@floodgate/core';
 import type { Answer } from './http.js';
 import { Refusal } from './http.js';
 import { key, onlyFields, optionalString, positiveInteger, queryInteger } from './input.js';
@@ -35,6 +35,12 @@ function ruleView(rule: Limiter['rules'][number]): RuleOptions & { name: string 
   };
 }
 
+/** The keys of a block: the key alone (scope `key`), or under the scope of the rule it is for (`{ ip: key }`). */
+function keysOf(body: Record<string, unknown>): Keys {
+  const scope = optionalString(body.scope, 'scope', 32);
+  return scope === undefined || scope === 'key' ? key(body.key) : { [scope]: key(body.key) };
+}
+
 /** Runs `fn`; a limiter feature that is off (ERR_FG_OPTION from top() or overrides) answers `off` instead. */
 async function unlessOff<T>(fn: () => Promise<T>, off: Answer): Promise<T | Answer> {
   try {
@@ -67,10 +73,10 @@ export function createApi(config: Configuration, rates: Rates): Record<string, P
     block: {
       async POST(call) {
         const body = await call.body();
-        onlyFields(body, ['key', 'ms', 'reason', 'rule']);
+        onlyFields(body, ['key', 'scope', 'ms', 'reason', 'rule']);
         const reason = optionalString(body.reason, 'reason', 500);
         const rule = optionalString(body.rule, 'rule', 64);
-        await limiter.block(key(body.key), positiveInteger(body.ms, 'ms', MAX_MS), {
+        await limiter.block(keysOf(body), positiveInteger(body.ms, 'ms', MAX_MS), {
           ...(reason === undefined ? {} : { reason }),
           ...(rule === undefined ? {} : { rule }),
         });
@@ -80,9 +86,9 @@ export function createApi(config: Configuration, rates: Rates): Record<string, P
     unblock: {
       async POST(call) {
         const body = await call.body();
-        onlyFields(body, ['key', 'rule']);
+        onlyFields(body, ['key', 'scope', 'rule']);
         const rule = optionalString(body.rule, 'rule', 64);
-        await limiter.unblock(key(body.key), rule === undefined ? {} : { rule });
+        await limiter.unblock(keysOf(body), rule === undefined ? {} : { rule });
         return done;
       },
     },

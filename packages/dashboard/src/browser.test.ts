@@ -1,5 +1,8 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { RedisRuleSource } from '@floodgate/core';
+import { useRedisServer } from '@floodgate/test-support';
+import { Redis } from 'ioredis';
 import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApp, type TestApp, token } from './test/app.js';
@@ -8,7 +11,10 @@ import { startApp, type TestApp, token } from './test/app.js';
 const executablePath = '/usr/bin/chromium';
 const screenshot = fileURLToPath(new URL('../docs/screenshot.png', import.meta.url));
 
+const redis = useRedisServer();
 let browser: Browser;
+/** Waits for what the page shows, up to 10 s (the machine is shared). */
+const poll = <T>(fn: () => T | Promise<T>) => expect.poll(fn, { timeout: 10_000, interval: 50 });
 let app: TestApp;
 
 beforeAll(async () => {
@@ -56,13 +62,13 @@ describe('the dashboard in a browser', () => {
       await blockForm.getByLabel('Reason').fill('credential stuffing');
       await blockForm.getByRole('button', { name: 'Block' }).click();
       const row = page.locator('#blocked tbody tr', { hasText: 'mallory' });
-      await expect.poll(() => row.count()).toBe(1);
+      await poll(() => row.count()).toBe(1);
       expect(await row.textContent()).toContain('credential stuffing');
       expect(await app.call('mallory')).toBe(429);
 
       // Unblock it from its row: gone from the list, allowed again.
       await page.getByRole('button', { name: 'Unblock mallory' }).click();
-      await expect.poll(() => row.count()).toBe(0);
+      await poll(() => row.count()).toBe(0);
       expect(await page.locator('#status').textContent()).toBe('Unblocked mallory (per-minute).');
       expect(await app.call('mallory')).toBe(200);
 
@@ -74,28 +80,64 @@ describe('the dashboard in a browser', () => {
       await overrideForm.getByLabel('Rule').selectOption('per-minute');
       await overrideForm.getByLabel('Limit').fill('10');
       await overrideForm.getByRole('button', { name: 'Set override' }).click();
-      await expect.poll(() => page.locator('#overrides tbody tr', { hasText: 'acme' }).count()).toBe(1);
+      await poll(() => page.locator('#overrides tbody tr', { hasText: 'acme' }).count()).toBe(1);
       expect(await page.locator('#overrides tbody tr').first().textContent()).toContain('per-minute limit 10');
       expect(await app.call('acme')).toBe(200);
 
       // One core refuses (a limit of 16 digits) is shown on the page with its code.
       await overrideForm.getByLabel('Limit').fill('1000000000000000');
       await overrideForm.getByRole('button', { name: 'Set override' }).click();
-      await expect.poll(() => page.locator('#error').textContent()).toMatch(/^ERR_FG_LIMIT: /);
+      await poll(() => page.locator('#error').textContent()).toMatch(/^ERR_FG_LIMIT: /);
 
       // The live panel counts the app's decisions by rule; who is limited most, after a refresh.
-      await expect.poll(() => page.locator('#live tbody tr').first().textContent(), { timeout: 5_000 }).toMatch(/^per-minute/);
+      await poll(() => page.locator('#live tbody tr').first().textContent()).toMatch(/^per-minute/);
       await page.getByRole('button', { name: 'Refresh' }).first().click();
-      await expect.poll(() => page.locator('#top tbody tr').count()).toBe(2);
+      await poll(() => page.locator('#top tbody tr').count()).toBe(2);
 
       // For the README: a key blocked, an override, the counts.
       await blockForm.getByLabel('Key').fill('203.0.113.9');
       await blockForm.getByRole('button', { name: 'Block' }).click();
-      await expect.poll(() => page.locator('#blocked tbody tr').count()).toBe(1);
+      await poll(() => page.locator('#blocked tbody tr').count()).toBe(1);
       await page.screenshot({ path: screenshot, fullPage: true });
       expect(errors).toEqual([]);
     } finally {
       await context.close();
+    }
+  });
+
+  it('publishes edited rules through a RedisRuleSource, and shows a refused list with its code', async () => {
+    const client = new Redis({ port: redis.server.port, host: '127.0.0.1' });
+    const source = new RedisRuleSource({ client, key: 'fg:rules:browser', pollMs: 0 });
+    const ruled = await startApp({}, { ruleSource: source });
+    await source.attach(ruled.limiter);
+    const context = await browser.newContext({ extraHTTPHeaders: { authorization: token } });
+    const page = await context.newPage();
+    page.setDefaultTimeout(10_000);
+    try {
+      await page.goto(`${ruled.url}/floodgate/`);
+      await page.locator('body[data-ready]').waitFor();
+      const editor = page.getByLabel('Rules (JSON), published to every instance');
+      expect(JSON.parse(await editor.inputValue())).toEqual([expect.objectContaining({ name: 'per-minute', limit: 3, windowMs: 60_000 })]);
+
+      // A limit of 0 is refused by core: its code on the page, nothing stored, the rules in force unchanged.
+      await editor.fill(JSON.stringify([{ name: 'per-minute', limit: 0, windowMs: 60_000 }]));
+      await page.getByRole('button', { name: 'Publish rules' }).click();
+      await poll(() => page.locator('#error').textContent()).toMatch(/^ERR_FG_LIMIT: /);
+      expect(await client.get('fg:rules:browser')).toBeNull();
+
+      // One a minute: every instance takes it; this app's second call is denied.
+      await editor.fill(JSON.stringify([{ name: 'per-minute', limit: 1, windowMs: 60_000 }]));
+      await page.getByRole('button', { name: 'Publish rules' }).click();
+      await poll(() => page.locator('#status').textContent()).toBe('Rules published.');
+      const limitCell = page.locator('#rules tbody tr').first().locator('td').nth(3);
+      await poll(() => limitCell.textContent()).toBe('1');
+      expect(await ruled.call('k')).toBe(200);
+      expect(await ruled.call('k')).toBe(429);
+    } finally {
+      await context.close();
+      await ruled.close();
+      source.close();
+      client.disconnect();
     }
   });
 });
