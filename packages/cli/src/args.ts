@@ -25,6 +25,7 @@ export type Command =
   | { name: 'block'; keys: Keys; ms: number; reason?: string; rule?: string }
   | { name: 'unblock'; keys: Keys; rule?: string }
   | { name: 'blocked'; count?: number; cursor?: string }
+  | { name: 'top'; n?: number; periodMs: number }
   | { name: 'rules get' }
   | { name: 'rules apply'; file: string; dryRun: boolean }
   | { name: 'overrides set'; key: string; rules: Limiter.RuleOverride[]; ttlMs?: number }
@@ -37,7 +38,7 @@ export interface Invocation {
   command: Command;
 }
 
-export const DEFAULTS = { redisUrl: 'redis://127.0.0.1:6379', prefix: 'fg:', storePrefix: '', rules: 'fg:rules', timeout: '5s' } as const;
+export const DEFAULTS = { redisUrl: 'redis://127.0.0.1:6379', prefix: 'fg:', storePrefix: '', rules: 'fg:rules', timeout: '5s', period: '1m' } as const;
 
 const GLOBAL_FLAGS = {
   redis: { type: 'string' },
@@ -62,6 +63,8 @@ const COMMAND_FLAGS = {
   count: { type: 'string' },
   cursor: { type: 'string' },
   'dry-run': { type: 'boolean' },
+  n: { type: 'string' },
+  period: { type: 'string' },
 } as const;
 
 /** Which command takes which of its own flags, and its positional arguments. */
@@ -71,6 +74,7 @@ const COMMANDS: Record<string, { flags: readonly (keyof typeof COMMAND_FLAGS)[];
   block: { flags: ['for', 'reason', 'rule', 'scope'], args: '<key>' },
   unblock: { flags: ['rule', 'scope'], args: '<key>' },
   blocked: { flags: ['count', 'cursor'], args: '' },
+  top: { flags: ['n', 'period'], args: '' },
   'rules get': { flags: [], args: '' },
   'rules apply': { flags: ['dry-run'], args: '<file>' },
   'overrides set': { flags: ['rule', 'limit', 'window', 'burst', 'ttl'], args: '<key>' },
@@ -116,7 +120,7 @@ export function parseInvocation(argv: readonly string[], env: Readonly<Record<st
     throw usage(
       group !== undefined
         ? `'${first}' takes ${group}, got '${name.slice(first.length + 1)}'.`
-        : `unknown command '${first}'; the commands are inspect, reset, block, unblock, blocked, rules get, rules apply and overrides set, get, list, delete.`,
+        : `unknown command '${first}'; the commands are inspect, reset, block, unblock, blocked, top, rules get, rules apply and overrides set, get, list, delete.`,
     );
   }
   for (const flag of Object.keys(COMMAND_FLAGS) as (keyof typeof COMMAND_FLAGS)[]) {
@@ -165,6 +169,12 @@ export function parseInvocation(argv: readonly string[], env: Readonly<Record<st
       return { options, command: page<Extract<Command, { name: 'blocked' }>>({ name }) };
     case 'overrides list':
       return { options, command: page<Extract<Command, { name: 'overrides list' }>>({ name }) };
+    case 'top': {
+      // --n as typed, for core's top() to refuse what is no integer from 1 to 10000 (ERR_FG_OPTION).
+      const command: Command = { name, periodMs: parseDuration(values.period ?? DEFAULTS.period) };
+      if (values.n !== undefined) command.n = count(values.n);
+      return { options, command };
+    }
     case 'rules get':
       return { options, command: { name } };
     case 'overrides set': {

@@ -191,6 +191,73 @@ describe('block, unblock, blocked', () => {
   });
 });
 
+describe('top', () => {
+  const ONE: RuleOptions[] = [{ name: 'per-minute', algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }];
+  /** An application's limiter with analytics on, on a RedisStore of its own (two in one process, as two processes). */
+  const analyticsApp = (prefix: string, analytics: true | { periodMs: number } = true): Limiter => {
+    const limiter = createLimiter({ rules: ONE, store: new RedisStore({ client: redis.client }), prefix, analytics });
+    limiters.push(limiter);
+    return limiter;
+  };
+  const deny = async (limiter: Limiter, key: string, times: number) => {
+    for (let i = 0; i < times; i++) await limiter.consume(key);
+  };
+
+  it('adds up the denial counts every process wrote, most first; --n; the CLI writes no summary of its own', async () => {
+    const prefix = `t${++prefixes}:`;
+    const one = analyticsApp(prefix);
+    const two = analyticsApp(prefix);
+    await deny(one, 'a', 4); // 1 allowed, 3 denied
+    await deny(two, 'a', 2); // 2 denied
+    await deny(two, 'c', 5); // 1 allowed, 4 denied
+    await deny(one, 'b', 2); // 1 allowed, 1 denied
+    // top() writes the process's summary first.
+    await one.top();
+    await two.top();
+    // RedisStore's records: names in one sorted set (see core's records).
+    const records = async () => (await redis.client.zrange('{floodgate:records}:index', 0, -1)).filter((name) => name.startsWith(`${prefix}top:`)).length;
+    expect(await records()).toBe(2);
+
+    const seen = json(await floodgate('top', '--prefix', prefix, '--json'));
+    expect(seen.items).toEqual([
+      { key: 'a', scope: 'key', denied: 5, error: 0 },
+      { key: 'c', scope: 'key', denied: 4, error: 0 },
+      { key: 'b', scope: 'key', denied: 1, error: 0 },
+    ]);
+    expect(seen.sinceMs % 60_000).toBe(0);
+    expect(Date.now() - seen.sinceMs).toBeGreaterThanOrEqual(60_000);
+    expect(Date.now() - seen.sinceMs).toBeLessThan(120_000 + 5_000);
+    expect(Date.parse(seen.since)).toBe(seen.sinceMs);
+
+    expect(json(await floodgate('top', '--n', '1', '--prefix', prefix, '--json')).items).toEqual([{ key: 'a', scope: 'key', denied: 5, error: 0 }]);
+
+    const text = await floodgate('top', '--prefix', prefix);
+    expect(text).toMatchObject({ code: 0, stderr: '' });
+    expect(text.stdout).toMatch(
+      /^KEY +SCOPE +DENIED +±ERROR\na +key +5 +0\nc +key +4 +0\nb +key +1 +0\n\nsince \S+Z \(the period of 1m under way and the one before\)\n$/,
+    );
+    // The CLI's limiter denied nothing: no record of its own, on close either.
+    expect(await records()).toBe(2);
+  });
+
+  it('reads the period the applications count in (--period); nothing counted is exit 0', async () => {
+    const prefix = `t${++prefixes}:`;
+    const app10s = analyticsApp(prefix, { periodMs: 10_000 });
+    await deny(app10s, 'k', 3);
+    await app10s.top();
+
+    const other = json(await floodgate('top', '--prefix', prefix, '--json'));
+    expect(other.items).toEqual([]);
+    const seen = json(await floodgate('top', '--period', '10s', '--prefix', prefix, '--json'));
+    expect(seen.items).toEqual([{ key: 'k', scope: 'key', denied: 2, error: 0 }]);
+    expect(seen.sinceMs % 10_000).toBe(0);
+
+    const empty = await floodgate('top', '--prefix', `t${++prefixes}:`);
+    expect(empty).toMatchObject({ code: 0, stderr: '' });
+    expect(empty.stdout).toMatch(/^no key was denied since \S+Z/);
+  });
+});
+
 describe('reset', () => {
   it('forgets the key in every rule: a key at its limit is allowed again', async () => {
     const { prefix, limiter } = app([{ name: 'tight', algorithm: 'fixed-window', limit: 2, windowMs: 60_000 }]);
@@ -476,7 +543,15 @@ describe('overrides', () => {
 describe('usage', () => {
   it.each([
     [[], /no command given/, 'ERR_FG_USAGE'],
-    [['top'], /unknown command 'top'/, 'ERR_FG_USAGE'],
+    [['tops'], /unknown command 'tops'; the commands are inspect, reset, block, unblock, blocked, top,/, 'ERR_FG_USAGE'],
+    [['top', '--n', '0'], /top\(\)'s n must be an integer from 1 to 10000, got 0/, 'ERR_FG_OPTION'],
+    [['top', '--n', 'ten'], /top\(\)'s n must be an integer from 1 to 10000/, 'ERR_FG_OPTION'],
+    [['top', '--n', '10001'], /top\(\)'s n must be an integer from 1 to 10000/, 'ERR_FG_OPTION'],
+    [['top', '--period', '500ms'], /analytics must be/, 'ERR_FG_OPTION'],
+    [['top', '--period', '60'], /'60' is not a duration: it has no unit/, 'ERR_FG_DURATION'],
+    [['top', 'k'], /top takes no argument/, 'ERR_FG_USAGE'],
+    [['top', '--count', '5'], /top takes no --count/, 'ERR_FG_USAGE'],
+    [['blocked', '--n', '5'], /blocked takes no --n/, 'ERR_FG_USAGE'],
     [['rules', 'delete'], /'rules' takes 'get' or 'apply <file>'/, 'ERR_FG_USAGE'],
     [['overrides'], /'overrides' takes 'set', 'get', 'list' or 'delete', got ''/, 'ERR_FG_USAGE'],
     [['overrides', 'get'], /overrides get takes the key/, 'ERR_FG_USAGE'],
@@ -511,6 +586,7 @@ describe('usage', () => {
       'block <key> --for <duration>',
       'rules apply <file>',
       'overrides set <key> --rule <name>',
+      'top [--n <n>] [--period <duration>]',
       '--redis <url>',
       'Exit codes',
     ])
@@ -534,6 +610,8 @@ describe('when Redis is down', () => {
     ['rules', 'get'],
     ['overrides', 'set', 'k', '--rule', 'a', '--limit', '5'],
     ['overrides', 'list'],
+    ['top'],
+    ['top', '--n', '3', '--period', '5m', '--json'],
   ])('floodgate %s exits 1 within a few seconds on a port nobody listens on', async (...args) => {
     const port = await freePort();
     const ran = await floodgate(...args, '--redis', `redis://127.0.0.1:${port}`, '--rules', 'fg:rules');

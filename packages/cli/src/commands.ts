@@ -149,6 +149,28 @@ export const blocked: Run<'blocked'> = async (session, { count, cursor }) => {
   return { json: { items, cursor: page.cursor }, text: lines.join('\n') };
 };
 
+/**
+ * `top [--n 10] [--period 1m]`: the keys denied most over the period under way and the one before,
+ * on every process whose limiter has analytics on (same Redis, prefix and period), `limiter.top()`.
+ */
+export const top: Run<'top'> = async (session, { n, periodMs }) => {
+  const limiter = await session.topLimiter(periodMs);
+  const { items, sinceMs } = await limiter.top(n === undefined ? {} : { n });
+  const since = isoDate(sinceMs);
+  const text =
+    items.length === 0
+      ? `no key was denied since ${since} (periods of ${formatDuration(periodMs)}; only limiters with analytics on count)`
+      : [
+          table(
+            ['KEY', 'SCOPE', 'DENIED', '±ERROR'],
+            items.map((i) => [i.key, i.scope, String(i.denied), String(i.error)]),
+          ),
+          '',
+          `since ${since} (the period of ${formatDuration(periodMs)} under way and the one before)`,
+        ].join('\n');
+  return { json: { items, sinceMs, since }, text };
+};
+
 const rulesTable = (rules: readonly RuleOptions[]): string =>
   table(
     ['NAME', 'SCOPE', 'ALGORITHM', 'LIMIT', 'WINDOW', 'OPTIONS'],

@@ -12,6 +12,10 @@ Commands:
   unblock <key> [--rule <name>]  lift the key's blocks (by hand or a rule's); counts stay
   blocked [--count <n>] [--cursor <c>]
                                  the keys blocked now, a page at a time
+  top [--n <n>] [--period <duration>]
+                                 the n (10) keys denied most now and in the period
+                                 before, over every process with analytics on;
+                                 --period: the apps' analytics periodMs (default: ${DEFAULTS.period})
   rules get                      the rules --rules names
   rules apply <file> [--dry-run] validate a .json/.yaml rules file and publish it
                                  through the RedisRuleSource of --rules

@@ -2,7 +2,7 @@
  * @packageDocumentation
  * `floodgate`, the command line that operates a Floodgate limiter's state in
  * Redis by hand: inspect, reset, block and unblock a key, list the blocked
- * keys, read and publish the rules of a RedisRuleSource, set, read, list and
+ * keys, show the keys denied most, read and publish the rules of a RedisRuleSource, set, read, list and
  * delete the overrides of a key's rules. The bin calls
  * {@link run}; it is exported for scripts that would rather call it in
  * process.
@@ -21,6 +21,7 @@ import {
   reset,
   rulesApply,
   rulesGet,
+  top,
   unblock,
 } from './commands.js';
 import { CliError, type ExitCode, ExitCodes, toCliError } from './errors.js';
@@ -92,6 +93,8 @@ function dispatch(session: Session, command: Exclude<Command, { name: 'help' }>)
       return unblock(session, command);
     case 'blocked':
       return blocked(session, command);
+    case 'top':
+      return top(session, command);
     case 'rules get':
       return rulesGet(session, command);
     case 'rules apply':

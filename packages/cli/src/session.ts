@@ -1,4 +1,4 @@
-import { createLimiter, type Limiter, RedisStore, type RuleOptions } from '@floodgate/core';
+import { createLimiter, type Limiter, type LimiterOptions, RedisStore, type RuleOptions } from '@floodgate/core';
 import type { Redis } from 'ioredis';
 import type { GlobalOptions } from './args.js';
 import { toCliError } from './errors.js';
@@ -7,6 +7,9 @@ import { readRulesFile, readStoredRules, rulesLocation } from './rules.js';
 
 /** How often the CLI's limiter would load the overrides again: never, in practice (a day). */
 const OVERRIDES_REFRESH_MS = 86_400_000;
+
+/** The rule of the limiter `top` reads with: never asked (any rule would do; a limiter needs one). */
+const TOP_RULE: RuleOptions = { name: 'floodgate-cli-top', limit: 1, windowMs: 60_000 };
 
 /** What a command works with, made when it first asks: the connection, the rules, the limiter. */
 export class Session {
@@ -37,22 +40,32 @@ export class Session {
   limiter(options: { overrides?: boolean } = {}): Promise<{ limiter: Limiter; rules: RuleOptions[] }> {
     this.limiterMade ??= (async () => {
       const rules = await this.rules();
-      const store = new RedisStore({ client: await this.redis(), prefix: this.options.storePrefix });
-      const limiter = createLimiter({
-        rules,
-        store,
-        prefix: this.options.prefix,
-        timeoutMs: this.options.timeoutMs,
-        // The CLI lives for one command: the load at start is the one that counts (close() stops the timer).
-        ...(options.overrides === true ? { overrides: { refreshMs: OVERRIDES_REFRESH_MS } } : {}),
-      });
-      // peek() answers a store failure with onStoreError's decision (and storeError set), which the
-      // commands turn into exit 1; this listener only keeps the limiter from logging it too.
-      limiter.on('error', () => {});
-      this.limiterMadeNow = limiter;
-      return { limiter, rules };
+      return this.made(rules, options.overrides === true ? { overrides: { refreshMs: OVERRIDES_REFRESH_MS } } : {});
     })();
     return this.limiterMade;
+  }
+
+  /**
+   * A limiter that reads the denial counts of the application's limiters, `limiter.top()`: on the
+   * same Redis keys, with their analytics period (record names hold it). It needs no rules (--rules
+   * is not read): its one rule is never asked, so it denies nothing, counts nothing, and writes no
+   * summary of its own (core writes one only for denials counted).
+   */
+  topLimiter(periodMs: number): Promise<Limiter> {
+    this.limiterMade ??= this.made([TOP_RULE], { analytics: { periodMs } });
+    return this.limiterMade.then(({ limiter }) => limiter);
+  }
+
+  /** The limiter on the application's Redis keys: its RedisStore (--store-prefix) and prefix (--prefix). */
+  private async made(rules: RuleOptions[], extra: Pick<LimiterOptions, 'overrides' | 'analytics'>): Promise<{ limiter: Limiter; rules: RuleOptions[] }> {
+    const store = new RedisStore({ client: await this.redis(), prefix: this.options.storePrefix });
+    // overrides: the CLI lives for one command, the load at start is the one that counts (close() stops the timer).
+    const limiter = createLimiter({ rules, store, prefix: this.options.prefix, timeoutMs: this.options.timeoutMs, ...extra });
+    // peek() answers a store failure with onStoreError's decision (and storeError set), which the
+    // commands turn into exit 1; this listener only keeps the limiter from logging it too.
+    limiter.on('error', () => {});
+    this.limiterMadeNow = limiter;
+    return { limiter, rules };
   }
 
   /** Lets the process end: the limiter and the connection are closed. */
