@@ -280,7 +280,7 @@ const REFUND = site('refund()', ['cost', 'rules']);
 const PEEK = site('peek()', ['rules']);
 const RESET = site('reset()', ['rules']);
 const RELEASE = site('release()', ['rules']);
-const WAIT = site('wait()', ['cost', 'maxWaitMs', 'signal', 'rules']);
+const WAIT = site('wait()', ['cost', 'maxWaitMs', 'signal', 'priority', 'rules']);
 
 /** Whether `name` is one of the site's names: a plain loop over two to four strings beats a Set lookup. */
 function takes(names: readonly string[], name: string): boolean {
@@ -706,7 +706,7 @@ class RateLimiter implements Limiter {
     try {
       const cost = checkCall(options, WAIT);
       const rules = options?.rules;
-      return this.waitingRoom().wait(keys, cost, rules, options?.maxWaitMs, options?.signal);
+      return this.waitingRoom().wait(keys, cost, rules, options?.maxWaitMs, options?.signal, options?.priority);
     } catch (error) {
       return Promise.reject(error);
     }

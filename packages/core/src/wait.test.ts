@@ -555,7 +555,7 @@ describe('limiter.wait (the limiter method, real timers)', () => {
     const limiter = createLimiter({ limit: 1, windowMs: 1000 });
     await expect(limiter.wait('k', { timeout: 5 } as WaitOptions)).rejects.toMatchObject({
       code: 'ERR_FG_UNKNOWN_OPTION',
-      message: expect.stringContaining("wait() has no option 'timeout'; it takes cost and maxWaitMs and signal and rules"),
+      message: expect.stringContaining("wait() has no option 'timeout'; it takes cost and maxWaitMs and signal and priority and rules"),
     });
     await expect(limiter.wait('k', { maxWaitMs: -1 })).rejects.toMatchObject({ code: 'ERR_FG_OPTION' });
     await expect(limiter.wait('k', { maxWaitMs: Number.NaN })).rejects.toMatchObject({ code: 'ERR_FG_OPTION' });
