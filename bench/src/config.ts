@@ -4,8 +4,8 @@
  * smoke run for CI (under 2 minutes) whose numbers are too short to quote.
  */
 
-export type Section = 'memory' | 'redis' | 'edge' | 'http' | 'accuracy' | 'sql';
-export const sections: readonly Section[] = ['memory', 'redis', 'edge', 'http', 'accuracy', 'sql'];
+export type Section = 'memory' | 'redis' | 'edge' | 'http' | 'accuracy' | 'sql' | 'operate';
+export const sections: readonly Section[] = ['memory', 'redis', 'edge', 'http', 'accuracy', 'sql', 'operate'];
 
 /** Calls per measurement in each scenario of the SQL benchmark. */
 export interface SqlOps {
@@ -74,6 +74,19 @@ export interface BenchConfig {
     /** Distinct keys after which rows and bytes per key are measured. */
     storageKeys: number;
   };
+  /** Issue 31: overrides and analytics (operate.ts). */
+  operate: {
+    rounds: number;
+    /** Calls per measurement: memory store; Redis awaited in turn; Redis `inFlight` at a time. */
+    memoryOps: number;
+    redisSequentialOps: number;
+    redisConcurrentOps: number;
+    inFlight: number;
+    randomKeys: number;
+    /** Distinct keys each denied once, after which analytics' heap is measured; the memory store holds at most storeKeys. */
+    deniedKeys: number;
+    storeKeys: number;
+  };
   accuracy: {
     processes: number;
     callsPerProcess: number;
@@ -110,6 +123,16 @@ const full: Omit<BenchConfig, 'quick' | 'only' | 'write'> = {
     },
     storageKeys: 10_000,
   },
+  operate: {
+    rounds: 5,
+    memoryOps: 1_000_000,
+    redisSequentialOps: 10_000,
+    redisConcurrentOps: 40_000,
+    inFlight: 64,
+    randomKeys: 100_000,
+    deniedKeys: 1_000_000,
+    storeKeys: 10_000,
+  },
   accuracy: { processes: 4, callsPerProcess: 3_000, limit: 1_000, inFlight: 32 },
   deadlineMs: 40 * 60_000,
 };
@@ -138,6 +161,17 @@ const quick: Omit<BenchConfig, 'quick' | 'only' | 'write'> = {
       sqlite: { sequential: 2_000, concurrent: 4_000, hot: 8_000 },
     },
     storageKeys: 1_000,
+  },
+  // One worker for every measurement (operate.ts): a few seconds.
+  operate: {
+    rounds: 1,
+    memoryOps: 20_000,
+    redisSequentialOps: 500,
+    redisConcurrentOps: 2_000,
+    inFlight: 64,
+    randomKeys: 10_000,
+    deniedKeys: 20_000,
+    storeKeys: 1_000,
   },
   accuracy: { processes: 4, callsPerProcess: 3_000, limit: 1_000, inFlight: 32 },
   deadlineMs: 5 * 60_000,

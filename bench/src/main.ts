@@ -1,8 +1,9 @@
 /*
- * `pnpm bench [--quick] [--only=memory,redis,edge,http,accuracy,sql] [--write|--no-write]`
+ * `pnpm bench [--quick] [--only=memory,redis,edge,http,accuracy,sql,operate] [--write|--no-write]`
  *
  * Runs Floodgate and its peers side by side (memory.ts, redis.ts, sql.ts,
- * edge.ts, http.ts, accuracy.ts), checks the targets of the open issues (targets.ts), prints the
+ * edge.ts, http.ts, accuracy.ts) and what operating a limiter costs
+ * (operate.ts), checks the targets of the open issues (targets.ts), prints the
  * report, and after a full run writes BENCHMARKS.md and docs/benchmarks.svg
  * at the repository root. Exits non-zero only when a benchmark crashes:
  * timings never fail a run.
@@ -17,6 +18,7 @@ import { benchHttp } from './http.js';
 import { log } from './log.js';
 import { describeMachine } from './machine.js';
 import { benchMemory } from './memory.js';
+import { benchOperate } from './operate.js';
 import { profileHotPaths } from './profile.js';
 import { benchRedis, redisAlgorithmContenders } from './redis.js';
 import { benchRedisInstructions, valgrindAvailable } from './redis-instructions.js';
@@ -53,6 +55,7 @@ if (config.only.has('redis')) {
   if (!config.quick && valgrindAvailable()) results.redisInstructions = await benchRedisInstructions(redisAlgorithmContenders, 500);
 }
 if (config.only.has('sql')) results.sql = await benchSql(config);
+if (config.only.has('operate')) results.operate = await benchOperate(config);
 if (config.only.has('edge')) results.edge = await benchEdge(config);
 if (config.only.has('http')) results.http = await benchHttp(config);
 if (config.only.has('accuracy')) {

@@ -11,6 +11,7 @@ import { type HttpRow, serverMicrosPerRequest } from './http.js';
 import { frameworks } from './http-apps.js';
 import type { MemoryScenario } from './memory.js';
 import type { MemoryContenderId } from './memory-contenders.js';
+import { operateSection } from './operate.js';
 import type { BenchResults } from './results.js';
 import { type SqlScenario, sqlScenarios } from './sql.js';
 import { floodgateOf, referenceOf, SQL_TIMEOUT_MS, type SqlContenderId, type SqlDatabase, sqlContenderInfo } from './sql-contenders.js';
@@ -29,7 +30,7 @@ const mark = (holds: boolean) => (holds ? '✅ holds' : '❌ does not hold');
 function targetsSection(targets: readonly Target[]): string {
   const held = targets.filter((t) => t.holds).length;
   const lines = [
-    '## Targets of issues 14, 15, 16, 17, 18, 20 and 28 in this run',
+    '## Targets of issues 14, 15, 16, 17, 18, 20, 28 and 31 in this run',
     '',
     `${held} of ${targets.length} hold. The issue column says which issue set each target (7: a target of the first round that still matters; see Method for those dropped).`,
     '',
@@ -514,6 +515,8 @@ export function renderReport(results: BenchResults, targets: readonly Target[]):
     redisSection(results),
     '',
     sqlSection(results),
+    '',
+    operateSection(results.operate),
     '',
     edgeSection(results),
     '',

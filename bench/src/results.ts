@@ -5,6 +5,7 @@ import type { EdgeResults } from './edge.js';
 import type { HttpResults } from './http.js';
 import type { Machine } from './machine.js';
 import type { MemoryResults } from './memory.js';
+import type { OperateResults } from './operate.js';
 import type { Profile } from './profile.js';
 import type { RedisResults } from './redis.js';
 import type { RedisInstructions } from './redis-instructions.js';
@@ -23,6 +24,8 @@ export interface BenchResults {
   redisInstructions?: RedisInstructions;
   /** PostgreSQL, MySQL/MariaDB and SQLite stores (issue 28). */
   sql?: SqlResults;
+  /** Overrides and analytics (issue 31). */
+  operate?: OperateResults;
   edge?: EdgeResults;
   http?: HttpResults;
   accuracy?: AccuracyResults;

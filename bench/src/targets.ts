@@ -14,6 +14,7 @@ import type { EdgeContenderId } from './edge.js';
 import { type HttpRow, serverMicrosPerRequest } from './http.js';
 import type { Framework, Variant } from './http-apps.js';
 import type { MemoryContenderId } from './memory-contenders.js';
+import { operateTargets } from './operate.js';
 import type { Profile } from './profile.js';
 import type { RedisContenderId } from './redis-contenders.js';
 import type { BenchResults } from './results.js';
@@ -476,6 +477,8 @@ export function evaluateTargets(results: BenchResults): Target[] {
       holds: failing.length === 0,
     });
   }
+
+  if (results.operate !== undefined) targets.push(...operateTargets(results.operate));
 
   if (accuracy !== undefined) {
     for (const row of accuracy.rows.filter((r) => exactContenders.has(r.contender))) {
