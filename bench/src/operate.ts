@@ -148,7 +148,13 @@ export async function benchOperate(config: BenchConfig): Promise<OperateResults>
       for (const [i, task] of tasks.entries()) record(task, answers[i] as OperateThroughput | OperateHeap);
     } else {
       for (const task of tasks) {
-        const [answer] = await runWorker<(OperateThroughput | OperateHeap)[]>('./operate.ts', [task], ['--expose-gc']);
+        const measure = () => runWorker<(OperateThroughput | OperateHeap)[]>('./operate.ts', [task], ['--expose-gc']);
+        // Once more after a crash: on a shared working tree, a package rebuilt under the run takes its dist/ away for a moment.
+        const [answer] = await measure().catch(async (error: unknown) => {
+          log(`operate: a worker failed (${(error as Error).message}); running it again in 20 s`);
+          await new Promise((resolve) => setTimeout(resolve, 20_000));
+          return measure();
+        });
         record(task, answer as OperateThroughput | OperateHeap);
       }
     }
