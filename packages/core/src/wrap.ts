@@ -32,15 +32,17 @@ export interface WrapOptions<A extends unknown[] = unknown[], This = unknown> {
    * waiting on the same keys: higher first (see `WaitOptions.priority`).
    * @defaultValue false: a denied call rejects with RateLimitedError
    */
-  wait?: boolean | WrapWaitOptions<A, This>;
+  wait?: boolean | WrapOptions.Wait<A, This>;
   /** Decide calls under these rules instead of the limiter's own (a plan): an array, or a function of the arguments. */
   rules?: readonly RuleOptions[] | ((this: This, ...args: A) => readonly RuleOptions[] | Promise<readonly RuleOptions[]>);
 }
 
-/** How a wrapped function's calls wait (`wrap(fn, { wait: { ... } })`). */
-export interface WrapWaitOptions<A extends unknown[] = unknown[], This = unknown> extends Pick<WaitOptions, 'maxWaitMs' | 'signal'> {
-  /** The calls' priority: an integer from -1000 to 1000 (higher goes first), or a function of the arguments that returns one. @defaultValue 0 */
-  priority?: number | ((this: This, ...args: A) => number | Promise<number>);
+export declare namespace WrapOptions {
+  /** How a wrapped function's calls wait (`wrap(fn, { wait: { ... } })`). */
+  interface Wait<A extends unknown[] = unknown[], This = unknown> extends Pick<WaitOptions, 'maxWaitMs' | 'signal'> {
+    /** The calls' priority: an integer from -1000 to 1000 (higher goes first), or a function of the arguments that returns one. @defaultValue 0 */
+    priority?: number | ((this: This, ...args: A) => number | Promise<number>);
+  }
 }
 
 /** What `wrap()` returns: `fn` with the same parameters and `this`, returning a promise of its result. */
@@ -61,7 +63,7 @@ export interface CallPlan<A extends unknown[], This> {
   readonly cost: PerCall<number, A, This>;
   readonly rules: PerCall<readonly RuleOptions[], A, This> | undefined;
   /** undefined: do not wait. */
-  readonly wait: WrapWaitOptions<A, This> | undefined;
+  readonly wait: WrapOptions.Wait<A, This> | undefined;
 }
 
 /** Checks wrap()'s (or the decorator's) call options. `where` names the caller in error messages. */
