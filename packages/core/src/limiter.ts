@@ -326,6 +326,8 @@ function checkedTime(now: unknown): number {
 
 /** Rule sets given per call and compiled, remembered by content: at most this many. */
 const PER_CALL_RULE_SETS = 256;
+/** Rule sets made of several overrides at once that a limiter keeps (one override's are kept with it). */
+const OVERRIDDEN_SETS = 4096;
 
 /** limiter.overrides of a limiter created without `overrides`: each method says how to turn them on. */
 const OVERRIDES_OFF: Limiter.Overrides = (() => {
@@ -548,36 +550,55 @@ class RateLimiter implements Limiter {
     if (registry === undefined || registry.size === 0) return active;
     const rules = active.ruleSet.rules;
     let found: (HeldOverride | undefined)[] | undefined;
-    const now = this.now();
+    let count = 0;
+    let last = 0;
     for (let i = 0; i < rules.length; i++) {
       const rule = rules[i] as CompiledRule;
       if (rule.scope === 'global') continue;
       const key = scopeKeyOf(keys, rule.scope);
-      const held = key === undefined ? undefined : registry.match(key, now);
+      const held = key === undefined ? undefined : registry.match(key, this.checkedClock);
       if (held?.byName.has(rule.name)) {
         found ??= [];
         found[i] = held;
+        count++;
+        last = i;
       }
     }
     if (found === undefined) return active;
+    if (count === 1) {
+      // One override: its rule sets are kept with it, as many as the rule sets it is used with.
+      const held = found[last] as HeldOverride;
+      let byRule = held.sets.get(active.id) as Active[] | undefined;
+      if (byRule === undefined) {
+        byRule = [];
+        held.sets.set(active.id, byRule);
+      }
+      byRule[last] ??= this.withOverrides(active, found);
+      return byRule[last] as Active;
+    }
     let id = `${active.id}`;
     for (let i = 0; i < rules.length; i++) id += `:${found[i]?.id ?? 0}`;
     let overridden = this.overriddenSets.get(id);
     if (overridden === undefined) {
-      const changed = rules.map((rule, i) => {
-        const change = found[i]?.byName.get(rule.name);
-        if (change === undefined) return rule;
-        try {
-          return overriddenRule(rule, change);
-        } catch {
-          return rule; // a call's own rules of that name that the override does not fit: as they are
-        }
-      });
-      overridden = this.activate(Object.freeze(changed));
-      if (this.overriddenSets.size >= PER_CALL_RULE_SETS) this.overriddenSets.clear();
+      overridden = this.withOverrides(active, found);
+      if (this.overriddenSets.size >= OVERRIDDEN_SETS) this.overriddenSets.clear();
       this.overriddenSets.set(id, overridden);
     }
     return overridden;
+  }
+
+  /** `active` with the rules `found` changes changed. */
+  private withOverrides(active: Active, found: readonly (HeldOverride | undefined)[]): Active {
+    const changed = active.ruleSet.rules.map((rule, i) => {
+      const change = found[i]?.byName.get(rule.name);
+      if (change === undefined) return rule;
+      try {
+        return overriddenRule(rule, change);
+      } catch {
+        return rule; // a call's own rules of that name that the override does not fit: as they are
+      }
+    });
+    return this.activate(Object.freeze(changed));
   }
 
   private activate(rules: readonly CompiledRule[], given?: readonly RuleOptions[]): Active {

@@ -86,6 +86,20 @@ describe.each(stores)('overrides on the %s', (_, makeStore) => {
     expect(await limiter.overrides.get('tenant:acme:u1')).toBeUndefined();
   });
 
+  it("walks prefixes by character: '*' covers every key, a key shorter than a prefix or leaving it midway is not covered by it, an ended prefix gives way to a shorter one", async () => {
+    const { limiter, clock } = setup({ algorithm: 'fixed-window', limit: 1, windowMs: 3_600_000 });
+    await limiter.overrides.set('*', { limit: 2 });
+    await limiter.overrides.set('ab*', { limit: 3 });
+    await limiter.overrides.set('abcd*', { limit: 4 }, { ttlMs: 1_000 });
+    expect(await admitted(limiter, 'x')).toBe(2);
+    expect(await admitted(limiter, 'a')).toBe(2); // shorter than 'ab'
+    expect(await admitted(limiter, 'abx')).toBe(3);
+    expect(await admitted(limiter, 'abc')).toBe(3); // leaves 'abcd' midway
+    expect(await admitted(limiter, 'abcde')).toBe(4);
+    clock.advance(1_000);
+    expect((await limiter.peek('abcdf')).limit).toBe(3); // 'abcd*' ended: 'ab*' is next
+  });
+
   it('ends after ttlMs on the limiter’s clock', async () => {
     const { limiter, clock } = setup({ algorithm: 'token-bucket', limit: 2, windowMs: 60_000_000 });
     await limiter.overrides.set('k', { limit: 4 }, { ttlMs: 10_000 });

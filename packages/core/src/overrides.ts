@@ -48,6 +48,8 @@ export interface HeldOverride {
   readonly byName: ReadonlyMap<string, RuleOverride>;
   readonly untilMs: number;
   readonly text: string;
+  /** The rule sets made with this override alone: by the id of the rule set it changed, then by the rule's place (the limiter's cache). */
+  readonly sets: Map<number, unknown[]>;
 }
 
 /** What the registry needs of its limiter. */
@@ -62,6 +64,16 @@ export interface OverrideHost {
   /** Reports a refresh that failed or skipped overrides (the limiter's 'error' event). */
   failed(error: Error): void;
 }
+
+/** A node of the prefix trie: the override of the prefix that ends here, and the characters that go on. */
+interface PrefixNode {
+  next: Map<number, PrefixNode> | undefined;
+  held: HeldOverride | undefined;
+}
+
+/** `held`, unless it has ended (its end read from the clock only for an override with a ttl). */
+const live = (held: HeldOverride | undefined, now: () => number): HeldOverride | undefined =>
+  held !== undefined && (held.untilMs === Number.POSITIVE_INFINITY || held.untilMs > now()) ? held : undefined;
 
 const recordPrefix = (prefix: string): string => `${prefix}override:`;
 
@@ -93,8 +105,8 @@ function checkKey(key: unknown, where: string): string {
 export class OverrideRegistry {
   /** By key; a prefix override under its key, '*' included. */
   private held = new Map<string, HeldOverride>();
-  /** The lengths of the prefixes held (without the '*'), longest first: a key's most specific prefix wins. */
-  private lengths: number[] = [];
+  /** The prefix overrides in a trie of their prefixes' characters: a key walks it as far as it matches, the deepest override wins. */
+  private prefixes: PrefixNode = { next: undefined, held: undefined };
   private ids = 0;
   private loading: Promise<void> | undefined;
   private queued: Promise<void> | undefined;
@@ -117,15 +129,18 @@ export class OverrideRegistry {
   }
 
   /** The override in force for a key: its own, else the longest prefix it starts with. */
-  match(key: string, now: number): HeldOverride | undefined {
+  match(key: string, now: () => number): HeldOverride | undefined {
     const own = this.held.get(key);
-    if (own !== undefined && own.untilMs > now && !own.key.endsWith('*')) return own;
-    for (const length of this.lengths) {
-      if (length > key.length) continue;
-      const held = this.held.get(`${key.slice(0, length)}*`);
-      if (held !== undefined && held.untilMs > now) return held;
+    if (own !== undefined && !own.key.endsWith('*') && (own.untilMs === Number.POSITIVE_INFINITY || own.untilMs > now())) return own;
+    // Walked character by character: no string is made, and a key leaves the trie at its first character no prefix has.
+    let node: PrefixNode | undefined = this.prefixes;
+    let found = live(node.held, now);
+    for (let i = 0; i < key.length && node.next !== undefined; i++) {
+      node = node.next.get(key.charCodeAt(i));
+      if (node === undefined) break;
+      found = live(node.held, now) ?? found;
     }
-    return undefined;
+    return found;
   }
 
   stop(): void {
@@ -281,16 +296,31 @@ export class OverrideRegistry {
             byName: new Map(override.rules.map((rule) => [rule.name as string, rule])),
             untilMs: override.untilMs ?? Number.POSITIVE_INFINITY,
             text,
+            sets: new Map(),
           },
     );
   }
 
   /** Makes `held` the overrides in force (a call never sees half a change). */
   private swap(held: Map<string, HeldOverride>): void {
-    const lengths = new Set<number>();
-    for (const key of held.keys()) if (key.endsWith('*')) lengths.add(key.length - 1);
+    const root: PrefixNode = { next: undefined, held: undefined };
+    for (const [key, override] of held) {
+      if (!key.endsWith('*')) continue;
+      let node = root;
+      for (let i = 0; i < key.length - 1; i++) {
+        node.next ??= new Map();
+        const code = key.charCodeAt(i);
+        let child = node.next.get(code);
+        if (child === undefined) {
+          child = { next: undefined, held: undefined };
+          node.next.set(code, child);
+        }
+        node = child;
+      }
+      node.held = override;
+    }
     this.held = held;
-    this.lengths = [...lengths].sort((a, b) => b - a);
+    this.prefixes = root;
   }
 
   /** The rules of an override, each named and checked against the limiter's rules; throws ERR_FG_RULES. */
