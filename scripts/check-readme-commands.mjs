@@ -50,10 +50,14 @@ function commandsOf(file) {
   for (let i = 0; i < lines.length; i++) {
     if (/^```(sh|bash|shell)\s*$/.test(lines[i])) {
       for (i++; i < lines.length && !lines[i].startsWith('```'); i++) {
-        const [command, comment = ''] = lines[i].split(/\s+#\s/);
+        // A command continued over lines (a trailing backslash) is one command, on its first line.
+        const first = i;
+        let text = lines[i];
+        while (text.endsWith('\\') && i + 1 < lines.length && !lines[i + 1].startsWith('```')) text = `${text.slice(0, -1)} ${lines[++i].trim()}`;
+        const [command, comment = ''] = text.split(/\s+#\s/);
         // `[--out DIR]`: optional arguments of a usage line.
         const bare = command.replace(/\s*\[[^\]]*\]/g, '').trim();
-        if (bare !== '' && !bare.startsWith('#')) add(bare, comment, i);
+        if (bare !== '' && !bare.startsWith('#')) add(bare, comment, first);
       }
     } else if (!lines[i].startsWith('```')) {
       for (const m of lines[i].matchAll(/`((?:npm run|npx) [^`]+)`/g)) add(m[1], lines[i], i);
