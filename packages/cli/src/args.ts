@@ -31,14 +31,24 @@ export type Command =
   | { name: 'overrides set'; key: string; rules: Limiter.RuleOverride[]; ttlMs?: number }
   | { name: 'overrides get'; key: string }
   | { name: 'overrides list'; count?: number; cursor?: string }
-  | { name: 'overrides delete'; key: string };
+  | { name: 'overrides delete'; key: string }
+  | { name: 'dashboard'; port: number; host: string; token?: string; periodMs: number };
 
 export interface Invocation {
   options: GlobalOptions;
   command: Command;
 }
 
-export const DEFAULTS = { redisUrl: 'redis://127.0.0.1:6379', prefix: 'fg:', storePrefix: '', rules: 'fg:rules', timeout: '5s', period: '1m' } as const;
+export const DEFAULTS = {
+  redisUrl: 'redis://127.0.0.1:6379',
+  prefix: 'fg:',
+  storePrefix: '',
+  rules: 'fg:rules',
+  timeout: '5s',
+  period: '1m',
+  port: 8080,
+  host: '127.0.0.1',
+} as const;
 
 const GLOBAL_FLAGS = {
   redis: { type: 'string' },
@@ -65,6 +75,9 @@ const COMMAND_FLAGS = {
   'dry-run': { type: 'boolean' },
   n: { type: 'string' },
   period: { type: 'string' },
+  port: { type: 'string' },
+  host: { type: 'string' },
+  token: { type: 'string' },
 } as const;
 
 /** Which command takes which of its own flags, and its positional arguments. */
@@ -81,6 +94,7 @@ const COMMANDS: Record<string, { flags: readonly (keyof typeof COMMAND_FLAGS)[];
   'overrides get': { flags: [], args: '<key>' },
   'overrides list': { flags: ['count', 'cursor'], args: '' },
   'overrides delete': { flags: [], args: '<key>' },
+  dashboard: { flags: ['port', 'host', 'token', 'period'], args: '' },
 };
 
 /** The commands with a word after them, and what they take. */
@@ -120,7 +134,7 @@ export function parseInvocation(argv: readonly string[], env: Readonly<Record<st
     throw usage(
       group !== undefined
         ? `'${first}' takes ${group}, got '${name.slice(first.length + 1)}'.`
-        : `unknown command '${first}'; the commands are inspect, reset, block, unblock, blocked, top, rules get, rules apply and overrides set, get, list, delete.`,
+        : `unknown command '${first}'; the commands are inspect, reset, block, unblock, blocked, top, rules get, rules apply, overrides set, get, list, delete and dashboard.`,
     );
   }
   for (const flag of Object.keys(COMMAND_FLAGS) as (keyof typeof COMMAND_FLAGS)[]) {
@@ -185,12 +199,53 @@ export function parseInvocation(argv: readonly string[], env: Readonly<Record<st
     case 'overrides get':
     case 'overrides delete':
       return { options, command: { name, key: key() } };
+    case 'dashboard':
+      if (options.json) throw usage('dashboard takes no --json: it serves a page until stopped.');
+      return { options, command: dashboardOf(values, env) };
     default: {
       const file = rest[0];
       if (file === undefined) throw usage('rules apply takes the rules file: floodgate rules apply rules.yaml.');
       return { options, command: { name: 'rules apply', file, dryRun: values['dry-run'] ?? false } };
     }
   }
+}
+
+/**
+ * `dashboard`'s flags: the address to listen on, and who may use it. A host other than loopback
+ * needs a token (--token, or FLOODGATE_DASHBOARD_TOKEN): the dashboard blocks and unblocks keys,
+ * changes limits and rules, so it is never served to the network without one.
+ */
+function dashboardOf(
+  values: { port?: string | undefined; host?: string | undefined; token?: string | undefined; period?: string | undefined },
+  env: Readonly<Record<string, string | undefined>>,
+): Extract<Command, { name: 'dashboard' }> {
+  let port: number = DEFAULTS.port;
+  if (values.port !== undefined) {
+    if (!/^\d{1,5}$/.test(values.port) || Number(values.port) > 65_535)
+      throw usage(`--port takes a port from 0 to 65535 (0: any free port), got '${values.port}'.`);
+    port = Number(values.port);
+  }
+  const host = values.host ?? DEFAULTS.host;
+  if (host === '') throw usage('--host must name an address to listen on, e.g. 127.0.0.1, not be empty.');
+  // An empty variable is no token (as if unset); an empty --token is a mistake.
+  const token = values.token ?? (env.FLOODGATE_DASHBOARD_TOKEN === '' ? undefined : env.FLOODGATE_DASHBOARD_TOKEN);
+  if (token !== undefined && token.trim() === '') throw usage('--token (or FLOODGATE_DASHBOARD_TOKEN) must not be empty.');
+  if (token === undefined && !isLoopbackHost(host)) {
+    throw usage(
+      `--host ${host} is not a loopback address: the dashboard changes blocks, limits and rules, so it needs --token <token> ` +
+        '(or FLOODGATE_DASHBOARD_TOKEN) to be served beyond this machine.',
+    );
+  }
+  const command: Extract<Command, { name: 'dashboard' }> = { name: 'dashboard', port, host, periodMs: parseDuration(values.period ?? DEFAULTS.period) };
+  if (token !== undefined) command.token = token;
+  return command;
+}
+
+/** localhost, 127.0.0.0/8 and ::1: the addresses only this machine reaches. */
+export function isLoopbackHost(host: string): boolean {
+  const bare = host.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  const v4 = bare.startsWith('::ffff:') ? bare.slice(7) : bare;
+  return bare === 'localhost' || bare === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(v4);
 }
 
 type Token = NonNullable<ReturnType<typeof parseArgs>['tokens']>[number];

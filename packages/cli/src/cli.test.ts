@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -537,6 +537,137 @@ describe('overrides', () => {
     // With one --rule the flags may come in any order.
     const anyOrder = json(await floodgate('overrides', 'set', 'acme', '--limit', '6', '--rule', 'per-user', ...flags, '--json'));
     expect(anyOrder.rules).toEqual([{ name: 'per-user', limit: 6 }]);
+  });
+});
+
+describe('dashboard', () => {
+  interface Served {
+    child: ChildProcess;
+    /** The URL it printed, and the port it listens on. */
+    url: string;
+    port: number;
+    exited: Promise<number | null>;
+    output: () => { stdout: string; stderr: string };
+  }
+  const serving: ChildProcess[] = [];
+  afterEach(() => {
+    for (const child of serving.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+
+  /** Starts the built bin's dashboard against the test's Redis and resolves once it prints where it listens. */
+  function serve(args: string[], env: Record<string, string> = {}): Promise<Served> {
+    const child = spawn(process.execPath, [BIN, 'dashboard', '--port', '0', ...args], {
+      env: { ...process.env, FLOODGATE_DASHBOARD_TOKEN: '', FLOODGATE_REDIS_URL: `redis://127.0.0.1:${redis.server.port}`, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    serving.push(child);
+    let stdout = '';
+    let stderr = '';
+    child.stderr?.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    return new Promise((resolve, reject) => {
+      child.stdout?.on('data', (chunk: Buffer) => {
+        stdout += chunk.toString();
+        const seen = /^listening on (http:\/\/\S+:(\d+)\/)\n/.exec(stdout);
+        if (seen !== null) resolve({ child, url: seen[1] as string, port: Number(seen[2]), exited, output: () => ({ stdout, stderr }) });
+      });
+      void exited.then((code) => reject(new Error(`the dashboard exited ${code} before listening: ${stdout}${stderr}`)));
+    });
+  }
+
+  it("serves the page and the API for the limiter on the apps' keys: lists a key the app blocked, unblocks it for the app; SIGTERM exits 0", async () => {
+    const { prefix, limiter } = app();
+    const key = `${prefix}rules`;
+    await new RedisRuleSource({ client: redis.client, key, pollMs: 0 }).publish(RULES);
+    await limiter.block('user:42', 60_000, { reason: 'credential stuffing' });
+    expect((await limiter.consume('user:42')).allowed).toBe(false);
+
+    const served = await serve(['--rules', key, '--prefix', prefix]);
+    expect(served.url).toBe(`http://127.0.0.1:${served.port}/`);
+    const page = await fetch(served.url);
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(await page.text()).toMatch(/<html/i);
+
+    const blocked = await fetch(`${served.url}api/blocked`);
+    expect(blocked.status).toBe(200);
+    expect(((await blocked.json()) as { items: unknown[] }).items).toEqual(
+      expect.arrayContaining([expect.objectContaining({ key: 'user:42', rule: 'per-minute', manual: true, reason: 'credential stuffing' })]),
+    );
+    // The rules come from the RedisRuleSource of --rules: editable, published to the apps.
+    expect(await (await fetch(`${served.url}api/rules`)).json()).toMatchObject({ editable: true, rules: [{ name: 'per-minute' }, { name: 'per-day' }] });
+
+    const body = JSON.stringify({ key: 'user:42' });
+    const headers = { 'content-type': 'application/json' };
+    // The dashboard's CSRF rule: a change without a same-origin header is refused.
+    expect((await fetch(`${served.url}api/unblock`, { method: 'POST', headers, body })).status).toBe(403);
+    expect((await limiter.consume('user:42')).allowed).toBe(false);
+    const unblocked = await fetch(`${served.url}api/unblock`, { method: 'POST', headers: { ...headers, 'sec-fetch-site': 'same-origin' }, body });
+    expect(unblocked.status).toBe(204);
+    expect((await limiter.consume('user:42')).allowed).toBe(true);
+
+    const stopping = Date.now();
+    served.child.kill('SIGTERM');
+    expect(await served.exited).toBe(0);
+    expect(Date.now() - stopping).toBeLessThan(2_000);
+    expect(served.output().stderr).toBe('');
+  });
+
+  it('refuses to serve beyond loopback without a token: exit 2, ERR_FG_USAGE, before Redis is asked', async () => {
+    const ran = await floodgate('dashboard', '--host', '0.0.0.0', '--redis', 'redis://127.0.0.1:1');
+    expect(ran.code).toBe(2);
+    expect(ran.stdout).toBe('');
+    expect(ran.stderr).toMatch(/^floodgate: --host 0\.0\.0\.0 is not a loopback address.*--token.*\[ERR_FG_USAGE\]\n$/);
+    for (const [args, message] of [
+      [['--port', '70000'], /--port takes a port from 0 to 65535/],
+      [['--json'], /dashboard takes no --json/],
+      [['--host', '::', '--token', ' '], /must not be empty/],
+    ] as const) {
+      const bad = await floodgate('dashboard', ...args);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(message);
+    }
+  });
+
+  it('with --token (or FLOODGATE_DASHBOARD_TOKEN) serves beyond loopback to requests that carry it only', async () => {
+    const { prefix } = app();
+    for (const [args, env] of [
+      [['--token', 's3cret-token'], {}],
+      [[], { FLOODGATE_DASHBOARD_TOKEN: 's3cret-token' }],
+    ] as const) {
+      const served = await serve(['--host', '0.0.0.0', '--rules', rulesJson(RULES), '--prefix', prefix, ...args], env);
+      expect(served.url).toBe(`http://0.0.0.0:${served.port}/`);
+      const url = `http://127.0.0.1:${served.port}/`;
+      const refused = await fetch(`${url}api/blocked`);
+      expect(refused.status).toBe(401);
+      expect(refused.headers.get('www-authenticate')).toMatch(/Bearer realm="floodgate"/);
+      expect((await fetch(url, { headers: { authorization: 'Bearer s3cret-tokeN' } })).status).toBe(401);
+      expect((await fetch(url, { headers: { authorization: 'Bearer s3cret-token' } })).status).toBe(200);
+      // What a browser sends once asked: Basic, the token as the password.
+      const basic = `Basic ${Buffer.from('admin:s3cret-token').toString('base64')}`;
+      expect((await fetch(`${url}api/blocked`, { headers: { authorization: basic } })).status).toBe(200);
+      // The rules come from a file: shown, not editable.
+      const rules = (await (await fetch(`${url}api/rules`, { headers: { authorization: 'Bearer s3cret-token' } })).json()) as { editable: boolean };
+      expect(rules.editable).toBe(false);
+      served.child.kill('SIGINT');
+      expect(await served.exited).toBe(0);
+    }
+  });
+
+  it('exits 1 when Redis is down, and 2 with ERR_FG_LISTEN when the port is taken', async () => {
+    const down = await floodgate('dashboard', '--port', '0', '--redis', `redis://127.0.0.1:${await freePort()}`, '--rules', rulesJson(RULES));
+    expect(down.code).toBe(1);
+    expect(down.stderr).toMatch(/\[ERR_FG_STORE_UNAVAILABLE\]\n$/);
+
+    const { prefix } = app();
+    const first = await serve(['--rules', rulesJson(RULES), '--prefix', prefix]);
+    const taken = await floodgate('dashboard', '--port', String(first.port), '--rules', rulesJson(RULES), '--prefix', prefix);
+    expect(taken.code).toBe(2);
+    expect(taken.stderr).toMatch(/cannot listen on 127\.0\.0\.1:\d+: the port is in use.*\[ERR_FG_LISTEN\]\n$/);
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
   });
 });
 

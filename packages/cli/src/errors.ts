@@ -24,6 +24,8 @@ export const CliErrorCodes = {
   FILE: 'ERR_FG_FILE',
   /** Nothing is stored where the rules were looked for. */
   NOT_FOUND: 'ERR_FG_NOT_FOUND',
+  /** The dashboard cannot listen where it was asked to (a port in use, an address this machine lacks). */
+  LISTEN: 'ERR_FG_LISTEN',
 } as const;
 
 /** An error the CLI reports as one line on stderr, and the exit code it ends with. */

@@ -27,6 +27,12 @@ Commands:
   overrides list [--count <n>] [--cursor <c>]
                                  the overrides in force, a page at a time
   overrides delete <key>         delete the key's override
+  dashboard [--port <n>] [--host <address>] [--token <t>] [--period <duration>]
+                                 serve @floodgate/dashboard for the limiter until
+                                 SIGINT/SIGTERM: --port (default: ${DEFAULTS.port}; 0: any free port),
+                                 --host (default: ${DEFAULTS.host}; another than loopback needs
+                                 --token or $FLOODGATE_DASHBOARD_TOKEN, then sent as
+                                 Authorization: Bearer <t>), --period as for top
 
 Flags:
   --redis <url>        Redis to work on (default: $FLOODGATE_REDIS_URL, or ${DEFAULTS.redisUrl})

@@ -3,7 +3,7 @@
  * `floodgate`, the command line that operates a Floodgate limiter's state in
  * Redis by hand: inspect, reset, block and unblock a key, list the blocked
  * keys, show the keys denied most, read and publish the rules of a RedisRuleSource, set, read, list and
- * delete the overrides of a key's rules. The bin calls
+ * delete the overrides of a key's rules, serve the dashboard. The bin calls
  * {@link run}; it is exported for scripts that would rather call it in
  * process.
  */
@@ -24,6 +24,7 @@ import {
   top,
   unblock,
 } from './commands.js';
+import { serveDashboard } from './dashboard.js';
 import { CliError, type ExitCode, ExitCodes, toCliError } from './errors.js';
 import { HELP } from './help.js';
 import { json } from './output.js';
@@ -37,8 +38,10 @@ export { CliErrorCodes, type ExitCode, ExitCodes } from './errors.js';
 export interface RunIo {
   stdout?: (text: string) => void;
   stderr?: (text: string) => void;
-  /** The environment (FLOODGATE_REDIS_URL). @defaultValue process.env */
+  /** The environment (FLOODGATE_REDIS_URL, FLOODGATE_DASHBOARD_TOKEN). @defaultValue process.env */
   env?: Readonly<Record<string, string | undefined>>;
+  /** Stops `dashboard`, as SIGINT and SIGTERM do (it serves until then; the other commands end by themselves). */
+  signal?: AbortSignal;
 }
 
 /**
@@ -62,6 +65,11 @@ export async function run(argv: readonly string[], io: RunIo = {}): Promise<Exit
       stdout(HELP);
       return ExitCodes.OK;
     }
+    if (command.name === 'dashboard') {
+      session = new Session(options, { reconnect: true });
+      await serveDashboard(session, command, { stdout, stderr, signal: io.signal });
+      return ExitCodes.OK;
+    }
     session = new Session(options);
     // Each step waits at most timeoutMs (connecting, each command); the whole command, a few steps, is bounded too.
     const limit = options.timeoutMs * 4;
@@ -81,7 +89,7 @@ export async function run(argv: readonly string[], io: RunIo = {}): Promise<Exit
   }
 }
 
-function dispatch(session: Session, command: Exclude<Command, { name: 'help' }>): Promise<Result> {
+function dispatch(session: Session, command: Exclude<Command, { name: 'help' | 'dashboard' }>): Promise<Result> {
   switch (command.name) {
     case 'inspect':
       return inspect(session, command);

@@ -7,16 +7,19 @@ import { CliError, ExitCodes } from './errors.js';
  * A connection to Redis that never waits longer than `timeoutMs`: to connect (a refused port fails
  * at once, a server that accepts but never answers fails at the deadline), and for each command
  * (ioredis's commandTimeout). No offline queue and no reconnection: a command on a lost connection
- * fails at once instead of waiting for a server that may not come back.
+ * fails at once instead of waiting for a server that may not come back. With `reconnect` (a
+ * process that serves, the dashboard), a connection made once is made again after it is lost,
+ * every 100 ms to 2 s; its commands still fail at once meanwhile.
  */
-export async function connectRedis(url: string, timeoutMs: number): Promise<Redis> {
+export async function connectRedis(url: string, timeoutMs: number, options: { reconnect?: boolean } = {}): Promise<Redis> {
+  let connected = false;
   const redis = new Redis(url, {
     lazyConnect: true,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     connectTimeout: timeoutMs,
     commandTimeout: timeoutMs,
-    retryStrategy: () => null,
+    retryStrategy: (times: number) => (connected && options.reconnect === true ? Math.min(times * 100, 2_000) : null),
     // How long disconnect() waits for a server that does not close its end (a frozen one) before it destroys the socket.
     disconnectTimeout: 200,
   });
@@ -27,6 +30,7 @@ export async function connectRedis(url: string, timeoutMs: number): Promise<Redi
   });
   try {
     await deadline(redis.connect(), timeoutMs, () => new Error(`no answer within ${timeoutMs} ms`));
+    connected = true;
     return redis;
   } catch (error) {
     // A connection that failed has ended already ('end'); disconnecting it again would wait for a close that has come.

@@ -17,10 +17,14 @@ export class Session {
   private limiterMade: Promise<{ limiter: Limiter; rules: RuleOptions[] }> | undefined;
   private limiterMadeNow: Limiter | undefined;
 
-  constructor(readonly options: GlobalOptions) {}
+  /** `reconnect`: a session that serves (the dashboard) connects to Redis again after losing it. */
+  constructor(
+    readonly options: GlobalOptions,
+    private readonly connection: { reconnect?: boolean } = {},
+  ) {}
 
   redis(): Promise<Redis> {
-    this.redisConnection ??= connectRedis(this.options.redisUrl, this.options.timeoutMs);
+    this.redisConnection ??= connectRedis(this.options.redisUrl, this.options.timeoutMs, this.connection);
     return this.redisConnection;
   }
 
@@ -54,6 +58,16 @@ export class Session {
   topLimiter(periodMs: number): Promise<Limiter> {
     this.limiterMade ??= this.made([TOP_RULE], { analytics: { periodMs } });
     return this.limiterMade.then(({ limiter }) => limiter);
+  }
+
+  /**
+   * The limiter the dashboard operates: the rules --rules names, on the application's keys, applying
+   * and listing the overrides (loaded again every `refreshMs`, as the applications do), and reading
+   * the denial counts of the applications' analytics (`periodMs`, as `top`).
+   */
+  dashboardLimiter(refreshMs: number, periodMs: number): Promise<{ limiter: Limiter; rules: RuleOptions[] }> {
+    this.limiterMade ??= (async () => this.made(await this.rules(), { overrides: { refreshMs }, analytics: { periodMs } }))();
+    return this.limiterMade;
   }
 
   /** The limiter on the application's Redis keys: its RedisStore (--store-prefix) and prefix (--prefix). */
