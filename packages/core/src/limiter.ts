@@ -1119,9 +1119,9 @@ class RateLimiter implements Limiter {
     const active = this.overridden(this.activeFor(options?.rules), keys);
     const ids = await storeKeys(active.keying, keys);
     this.denials?.forget(denialKey(active, ids));
+    // A reset lifts blocks too: their records go with the states (so that blocked() no longer lists them), at the same time.
     const result = this.store.reset(ids, active.ruleSet);
-    if (isPromise(result)) await withTimeout(result, this.config.timeoutMs);
-    await this.forgetBlocks(keys, active); // a reset lifts blocks too: blocked() no longer lists them
+    await Promise.all([isPromise(result) ? withTimeout(result, this.config.timeoutMs) : undefined, this.forgetBlocks(keys, active)]);
     this.waiting?.wake(this.lineOf(active, ids));
   }
 

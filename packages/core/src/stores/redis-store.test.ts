@@ -99,7 +99,7 @@ describe('the Redis library', () => {
       await server?.stop();
     });
 
-    it('is loaded on the first call, and then every call is one FCALL, every peek one FCALL_RO, for any rules', async () => {
+    it('is loaded on the first call, and then every call is one FCALL, every peek one FCALL_RO, for any rules (a reset two: states and block records)', async () => {
       const { limiter, errors } = strictLimiter({ store: new RedisStore({ client }), prefix: fresh('one'), rules: everyAlgorithm });
       const first = await commandsSent(client, () => limiter.consume('k'));
       expect(first.map(([name]) => name)).toEqual(['fcall', 'function', 'fcall']); // not loaded yet: load, call again
@@ -109,10 +109,11 @@ describe('the Redis library', () => {
         [() => limiter.consume({ key: 'other' }, { cost: 2 }), 'fcall'],
         [() => limiter.peek('k'), 'fcall_ro'],
         [() => limiter.refund('k'), 'fcall'],
-        [() => limiter.reset('k'), 'fcall'],
       ] as const) {
         expect((await commandsSent(client, action)).map(([command]) => command)).toEqual([name]);
       }
+      // A reset deletes the key's block records too (what blocked() lists), sent beside the states' FCALL.
+      expect((await commandsSent(client, () => limiter.reset('k'))).map(([command]) => command)).toEqual(['fcall', 'fcall']);
       expect(errors).toEqual([]);
       const listed = (await client.call('FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY.name)) as unknown[];
       expect(listed).toHaveLength(1);

@@ -78,6 +78,7 @@ describe('RedisStore with an @upstash/redis client (Redis over HTTP)', () => {
     expect(await requestsOf(() => limiter.consume({ key: 'k', user: 'u' }, { cost: 2 }))).toEqual([['FCALL']]);
     expect(await requestsOf(() => limiter.peek({ key: 'k', user: 'u' }))).toEqual([['FCALL_RO']]);
     expect(await requestsOf(() => limiter.refund({ key: 'k', user: 'u' }))).toEqual([['FCALL']]);
+    // A reset deletes the keys' block records too (what blocked() lists): sent in the same turn, the two go as one FCALL.
     expect(await requestsOf(() => limiter.reset({ key: 'k', user: 'u' }))).toEqual([['FCALL']]);
     expect(errors).toEqual([]);
   });
