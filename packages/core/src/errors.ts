@@ -106,6 +106,24 @@ export function checkCost(cost: unknown): number {
   return cost;
 }
 
+/** The options of a listing that pages (limiter.blocked(), overrides.list()), checked; `where` names the method in errors. */
+export function checkPage(where: string, options: unknown): { cursor: string; count: number } {
+  if (options !== undefined && (typeof options !== 'object' || options === null || Array.isArray(options))) {
+    throw new FloodgateError(ErrorCodes.OPTION, `${where} options must be an object like { cursor, count: 100 }, got ${describe(options)}.`);
+  }
+  for (const name in options) {
+    if (name !== 'cursor' && name !== 'count')
+      throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `${where} has no option '${name}'; it takes cursor and count.`);
+  }
+  const { cursor = '', count = 100 } = (options ?? {}) as { cursor?: unknown; count?: unknown };
+  if (typeof cursor !== 'string')
+    throw new FloodgateError(ErrorCodes.OPTION, `${where}'s cursor must be the cursor of the page before, got ${describe(cursor)}.`);
+  if (typeof count !== 'number' || !Number.isSafeInteger(count) || count < 1 || count > 10_000) {
+    throw new FloodgateError(ErrorCodes.OPTION, `${where}'s count must be an integer from 1 to 10000, got ${describe(count)}.`);
+  }
+  return { cursor, count };
+}
+
 export function orDefault<T>(value: T | undefined, fallback: T): T {
   return value === undefined ? fallback : value;
 }

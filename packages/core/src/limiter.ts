@@ -4,7 +4,7 @@ import { type BlockedKey, blockRecordName, blockRecordPrefix, MAX_REASON_LENGTH,
 import { Breaker } from './breaker.js';
 import { combine, type Decision } from './decision.js';
 import { DenyCache } from './deny-cache.js';
-import { checkCost, describe, ErrorCodes, FloodgateError } from './errors.js';
+import { checkCost, checkPage, describe, ErrorCodes, FloodgateError } from './errors.js';
 import { Emitter } from './events.js';
 import { joinedKeys, type Keying, type Keys, keyingOf, storeKeys } from './keys.js';
 import { isPromise } from './later.js';
@@ -1040,19 +1040,7 @@ class RateLimiter implements Limiter {
   }
 
   async blocked(options?: { cursor?: string; count?: number }): ReturnType<Limiter['blocked']> {
-    if (options !== undefined && (typeof options !== 'object' || options === null || Array.isArray(options))) {
-      throw new FloodgateError(ErrorCodes.OPTION, `blocked() options must be an object like { cursor, count: 100 }, got ${describe(options)}.`);
-    }
-    for (const name in options) {
-      if (name !== 'cursor' && name !== 'count')
-        throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `blocked() has no option '${name}'; it takes cursor and count.`);
-    }
-    const { cursor = '', count = 100 } = options ?? {};
-    if (typeof cursor !== 'string')
-      throw new FloodgateError(ErrorCodes.OPTION, `blocked()'s cursor must be the cursor of the page before, got ${describe(cursor)}.`);
-    if (!Number.isSafeInteger(count) || count < 1 || count > 10_000) {
-      throw new FloodgateError(ErrorCodes.OPTION, `blocked()'s count must be an integer from 1 to 10000, got ${describe(count)}.`);
-    }
+    const { cursor, count } = checkPage('blocked()', options);
     const records = this.store.records;
     if (records === undefined) throw new FloodgateError(ErrorCodes.OPTION, 'blocked(): this store keeps no records (StoreRecords), so it cannot list blocks.');
     const prefix = blockRecordPrefix(this.config.prefix);

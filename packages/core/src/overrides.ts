@@ -14,7 +14,7 @@
  * key ending in '*'). The rule keeps its name, scope and so its state: a
  * customer whose limit is raised keeps the count it has.
  */
-import { describe, ErrorCodes, FloodgateError } from './errors.js';
+import { checkPage, describe, ErrorCodes, FloodgateError } from './errors.js';
 import { type CompiledRule, compileRule, optionsOf, type RuleOptions } from './rules.js';
 import type { StoreRecords } from './stores/types.js';
 
@@ -179,19 +179,7 @@ export class OverrideRegistry {
   }
 
   async list(options?: { cursor?: string; count?: number }): Promise<{ items: Override[]; cursor: string }> {
-    if (options !== undefined && (typeof options !== 'object' || options === null || Array.isArray(options))) {
-      throw new FloodgateError(ErrorCodes.OPTION, `overrides.list() options must be an object like { cursor, count: 100 }, got ${describe(options)}.`);
-    }
-    for (const name in options) {
-      if (name !== 'cursor' && name !== 'count')
-        throw new FloodgateError(ErrorCodes.UNKNOWN_OPTION, `overrides.list() has no option '${name}'; it takes cursor and count.`);
-    }
-    const { cursor = '', count = 100 } = options ?? {};
-    if (typeof cursor !== 'string')
-      throw new FloodgateError(ErrorCodes.OPTION, `overrides.list()'s cursor must be the cursor of the page before, got ${describe(cursor)}.`);
-    if (!Number.isSafeInteger(count) || count < 1 || count > 10_000) {
-      throw new FloodgateError(ErrorCodes.OPTION, `overrides.list()'s count must be an integer from 1 to 10000, got ${describe(count)}.`);
-    }
+    const { cursor, count } = checkPage('overrides.list()', options);
     const prefix = recordPrefix(this.host.prefix);
     const page = await this.host.timed(this.host.records.list(prefix, cursor === '' ? '' : prefix + cursor, count));
     const now = this.host.now();
